@@ -89,34 +89,47 @@ def next_token_logits(lm: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor 
     return out.logits[:, -1, :].float()
 
 
+def _pad_id(lm: LoadedModel) -> int | None:
+    tok = lm.tokenizer
+    return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+
 @torch.inference_mode()
-def generate_from_cache(
+def generate_with_model_cache(
     lm: LoadedModel,
-    cache: KVCache,
+    model_cache: DynamicCache,
+    cached_ids: torch.Tensor,
     suffix_ids: torch.Tensor | list[int],
     *,
     max_new_tokens: int = 32,
     do_sample: bool = False,
     **generate_kwargs,
 ) -> torch.Tensor:
-    """Continue generation from ``cache``; ``suffix_ids`` (>= 1 token) are run natively first.
+    """Continue from a loaded model cache holding ``cached_ids``; ``suffix_ids`` (>= 1 token) run natively.
 
     Returns only the new token ids ``[batch, n]``.
     """
     suffix = _as_batch(suffix_ids).to(lm.device)
     if suffix.shape[-1] < 1:
         raise ValueError("generation needs at least one uncached token to produce logits from")
-    full = torch.cat((cache.token_ids.to(lm.device), suffix), dim=-1)
+    full = torch.cat((_as_batch(cached_ids).to(lm.device), suffix), dim=-1)
     out = lm.model.generate(
         input_ids=full,
         attention_mask=torch.ones_like(full),
-        cache=to_model_cache(lm, cache),
+        cache=model_cache,
         max_new_tokens=max_new_tokens,
         do_sample=do_sample,
-        pad_token_id=lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id,
+        pad_token_id=_pad_id(lm),
         **generate_kwargs,
     )
     return out[:, full.shape[-1] :]
+
+
+def generate_from_cache(
+    lm: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor | list[int], **generate_kwargs
+) -> torch.Tensor:
+    """Load ``cache`` into the model and continue generation after ``suffix_ids``."""
+    return generate_with_model_cache(lm, to_model_cache(lm, cache), cache.token_ids, suffix_ids, **generate_kwargs)
 
 
 @torch.inference_mode()
@@ -128,6 +141,6 @@ def generate_plain(lm: LoadedModel, token_ids: torch.Tensor | list[int], *, max_
         attention_mask=torch.ones_like(ids),
         max_new_tokens=max_new_tokens,
         do_sample=False,
-        pad_token_id=lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id,
+        pad_token_id=_pad_id(lm),
     )
     return out[:, ids.shape[-1] :]

@@ -15,9 +15,18 @@ import torch
 
 # Config keys that describe how a model was saved or run, not what it computes.
 _VOLATILE_CONFIG_KEYS = {
-    "transformers_version", "dtype", "torch_dtype", "_name_or_path", "quantization_config",
-    "architectures", "use_cache", "_attn_implementation_autoset", "output_attentions",
-    "output_hidden_states", "return_dict", "_commit_hash",
+    "transformers_version",
+    "dtype",
+    "torch_dtype",
+    "_name_or_path",
+    "quantization_config",
+    "architectures",
+    "use_cache",
+    "_attn_implementation_autoset",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "_commit_hash",
 }
 
 

@@ -33,7 +33,9 @@ def resolve(name_or_path: str) -> str:
     """Map a user-given model name to something ``from_pretrained`` accepts."""
     if name_or_path in ZOO:
         if not is_pulled(name_or_path):
-            raise UnknownModelError(f"zoo model {name_or_path!r} is not pulled yet; run: mot models pull {name_or_path}")
+            raise UnknownModelError(
+                f"zoo model {name_or_path!r} is not pulled yet; run: mot models pull {name_or_path}"
+            )
         return str(model_dir(name_or_path))
     if Path(name_or_path).expanduser().is_dir():
         return str(Path(name_or_path).expanduser())

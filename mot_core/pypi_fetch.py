@@ -63,9 +63,7 @@ def extract_concatenated(
                     bar.update(len(chunk))
     if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
         tmp.unlink(missing_ok=True)
-        raise DownloadError(
-            f"{out_path.name}: sha256 {digest.hexdigest()} does not match pinned {expected_sha256}"
-        )
+        raise DownloadError(f"{out_path.name}: sha256 {digest.hexdigest()} does not match pinned {expected_sha256}")
     tmp.replace(out_path)
     return out_path
 

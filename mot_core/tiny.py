@@ -51,23 +51,53 @@ def tiny_config(architecture: str, vocab_size: int = TINY_VOCAB):
     """A small config of a real architecture, keeping the structural traits of the zoo models."""
     from transformers import Gemma3TextConfig, LlamaConfig, Qwen2Config
 
-    common = dict(vocab_size=vocab_size, initializer_range=0.3, bos_token_id=0, eos_token_id=1, pad_token_id=2, max_position_embeddings=512)
+    common = dict(
+        vocab_size=vocab_size,
+        initializer_range=0.3,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        max_position_embeddings=512,
+    )
     if architecture == "llama":  # SmolLM2-like: GQA 6/2, head_dim 16
-        return LlamaConfig(hidden_size=96, intermediate_size=192, num_hidden_layers=4, num_attention_heads=6,
-                           num_key_value_heads=2, rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
-                           tie_word_embeddings=True, **common)
+        return LlamaConfig(
+            hidden_size=96,
+            intermediate_size=192,
+            num_hidden_layers=4,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+            tie_word_embeddings=True,
+            **common,
+        )
     if architecture == "qwen2":  # Qwen2.5-like: GQA 4/2, head_dim 64, qkv bias
-        return Qwen2Config(hidden_size=128, intermediate_size=256, num_hidden_layers=3, num_attention_heads=2,
-                           num_key_value_heads=1, head_dim=64, tie_word_embeddings=True,
-                           rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, **common)
+        return Qwen2Config(
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=64,
+            tie_word_embeddings=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            **common,
+        )
     if architecture == "gemma3_text":  # Gemma-3-like: 5 sliding : 1 global, head_dim 256, window 8
-        return Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=2,
-                                num_key_value_heads=1, head_dim=256, sliding_window=8,
-                                layer_types=["sliding_attention"] * 5 + ["full_attention"],
-                                rope_parameters={
-                                    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                                    "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
-                                }, **common)
+        return Gemma3TextConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=6,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=256,
+            sliding_window=8,
+            layer_types=["sliding_attention"] * 5 + ["full_attention"],
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+            },
+            **common,
+        )
     raise ValueError(f"no tiny config for {architecture!r}; choose from {TINY_ARCHITECTURES}")
 
 
@@ -75,8 +105,13 @@ def tiny_model(architecture: str, seed: int = 0) -> LoadedModel:
     torch.manual_seed(seed)
     tokenizer = tiny_tokenizer()
     model = AutoModelForCausalLM.from_config(tiny_config(architecture, len(tokenizer)), dtype=torch.float32).eval()
-    return LoadedModel(f"tiny-{architecture}", model, tokenizer, arch_spec(model.config, tokenizer),
-                       fingerprint_model(model, tokenizer))
+    return LoadedModel(
+        f"tiny-{architecture}",
+        model,
+        tokenizer,
+        arch_spec(model.config, tokenizer),
+        fingerprint_model(model, tokenizer),
+    )
 
 
 def save_tiny(architecture: str, directory: Path, seed: int = 0) -> Path:

@@ -1,0 +1,50 @@
+# MoT Cache Service. Every target creates/uses the project virtualenv (.venv); on a fresh
+# machine with Python 3.11 and make, `make test` and `make demo` need nothing else.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+MOT    := $(VENV)/bin/mot
+STAMP  := $(VENV)/.installed
+# CPU wheel by default (a bare `torch` pulls a multi-GB CUDA build); GPU hosts: make setup TORCH=torch
+TORCH  ?= torch==2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: setup models data demo test test-fast bench proto lint clean help
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(STAMP)  ## create .venv and install the project with its dev tools
+
+models: setup  ## pull the three real zoo models (idempotent; ~2 min the first time)
+	$(MOT) models pull
+
+data: setup  ## fetch the training corpus and its train/validation split
+	$(MOT) data pull
+
+demo: models  ## one real context per model through the whole cache round trip
+	$(MOT) roundtrip
+
+test: models  ## the whole suite: unit, integration and the real-model tests (CI runs this)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup  ## unit tests only (tiny models, no downloads), under 2 minutes
+	$(PY) -m pytest -q -m "not real_models" tests/unit $(PYTEST_ARGS)
+
+bench: models  ## prefill vs codec throughput at 1024 tokens, side by side
+	$(MOT) bench --context-tokens 1024
+
+lint: setup  ## ruff
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:  ## remove the virtualenv and caches (pulled models stay in $MOT_HOME)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

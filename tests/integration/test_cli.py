@@ -1,0 +1,73 @@
+"""The ``mot`` command as a user runs it: help that explains, one-line errors, no tracebacks."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mot_core.tiny import save_tiny
+
+MOT = [sys.executable, "-c", "from services.cli import main; main()"]
+
+
+def run_mot(*args: str, env_home: Path | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if env_home is not None:
+        env["MOT_HOME"] = str(env_home)
+    return subprocess.run([*MOT, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and needle in error_lines[0], proc.stderr
+
+
+def test_help_explains():
+    top = run_mot("--help")
+    assert top.returncode == 0 and "models" in top.stdout and "roundtrip" in top.stdout
+    pull = run_mot("models", "pull", "--help")
+    assert pull.returncode == 0 and "sha256" in pull.stdout and "Idempotent" in pull.stdout
+
+
+def test_unknown_zoo_name_is_one_line(tmp_path):
+    assert_one_line_error(run_mot("models", "pull", "gpt-17", env_home=tmp_path), "unknown zoo model")
+
+
+def test_unpulled_model_is_one_line(tmp_path):
+    proc = run_mot("roundtrip", "--model", "gemma3-270m", env_home=tmp_path)
+    assert_one_line_error(proc, "mot models pull gemma3-270m")
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    return save_tiny("llama", root / "llama"), save_tiny("qwen2", root / "qwen2")
+
+
+def test_cache_file_lifecycle_and_bad_files(tmp_path, tiny_dirs):
+    llama, qwen = tiny_dirs
+    text = tmp_path / "context.txt"
+    text.write_text("The state of the Union is strong. " * 5)
+    blob = tmp_path / "c.motkv"
+    made = run_mot("cache", "prefill", "-m", str(llama), "--text-file", str(text), "-o", str(blob))
+    assert made.returncode == 0, made.stderr
+    inspected = run_mot("cache", "inspect", str(blob))
+    assert inspected.returncode == 0 and "llama-" in inspected.stdout
+    generated = run_mot("cache", "generate", "-m", str(llama), str(blob), "--max-new-tokens", "4")
+    assert generated.returncode == 0, generated.stderr
+
+    assert_one_line_error(run_mot("cache", "generate", "-m", str(qwen), str(blob)), "belongs to model")
+    corrupted = tmp_path / "bad.motkv"
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    corrupted.write_bytes(bytes(data))
+    assert_one_line_error(run_mot("cache", "inspect", str(corrupted)), "checksum")
+    assert_one_line_error(run_mot("cache", "generate", "-m", str(llama), str(corrupted)), "checksum")
+    truncated = tmp_path / "short.motkv"
+    truncated.write_bytes(blob.read_bytes()[:100])
+    assert_one_line_error(run_mot("cache", "inspect", str(truncated)), "truncated")
