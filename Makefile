@@ -42,6 +42,9 @@ test-fast: setup  ## unit tests only (tiny models, no downloads), under 2 minute
 bench: models  ## prefill vs codec throughput at 1024 tokens, side by side
 	$(MOT) bench --context-tokens 1024
 
+proto: setup  ## regenerate the gRPC stubs (mot/v1/*_pb2*.py) from proto/mot/v1/mot.proto
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/mot/v1/mot.proto
+
 lint: setup  ## ruff
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

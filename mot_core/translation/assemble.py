@@ -1,0 +1,30 @@
+"""Predicted target rows -> a ``KVCache`` the target model can load."""
+
+from __future__ import annotations
+
+import torch
+
+from mot_core.arch import ArchSpec
+from mot_core.cache_ops import rerotate
+from mot_core.kv_cache import KVCache
+
+
+def rows_to_cache(rows: torch.Tensor, spec: ArchSpec, token_ids: torch.Tensor, fingerprint: str) -> KVCache:
+    """``rows [T, L_t, 2*H*D]`` (pre-RoPE) -> post-RoPE cache at positions ``0..T-1``.
+
+    Sliding-window layers keep only the positions the target itself would keep, so translation
+    never computes what the target would throw away.
+    """
+    seq_len, heads, dim = rows.shape[0], spec.num_kv_heads, spec.head_dim
+    keys, values = [], []
+    for layer in range(spec.num_layers):
+        kept = spec.kept_positions(layer, seq_len)
+        kv = rows[seq_len - kept :, layer].reshape(kept, 2, heads, dim).permute(1, 2, 0, 3)  # [2, H, kept, D]
+        keys.append(kv[0][None].contiguous())
+        values.append(kv[1][None].contiguous())
+    pre_rope = KVCache(keys, values, token_ids.reshape(1, -1), fingerprint, rope_applied=False)
+    return rerotate(pre_rope, spec)
+
+
+def zero_rows(spec: ArchSpec, seq_len: int) -> torch.Tensor:
+    return torch.zeros(seq_len, spec.num_layers, 2 * spec.num_kv_heads * spec.head_dim)

@@ -1,0 +1,32 @@
+"""KV caches as feature rows: one row per token and layer, keys without RoPE.
+
+Rows are ``[K heads | V heads]`` flattened, so a translator sees position-free content; the
+positions come back when ``assemble`` re-rotates with the target's RoPE.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mot_core.arch import ArchSpec
+from mot_core.cache_ops import unrotate
+from mot_core.kv_cache import KVCache
+
+
+def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
+    """``[seq_len, num_layers, 2 * kv_heads * head_dim]`` un-rotated K|V of batch item 0.
+
+    Needs every position in every layer (contexts no longer than the smallest sliding window).
+    """
+    short = [i for i in range(cache.num_layers) if cache.kept_len(i) != cache.seq_len]
+    if short:
+        raise ValueError(f"layers {short} hold only a window tail; use contexts shorter than the window")
+    plain = unrotate(cache, spec)
+    rows = [torch.cat((k[0], v[0]), dim=-1).transpose(0, 1).flatten(1) for k, v in zip(plain.keys, plain.values)]
+    return torch.stack(rows, dim=1).float()
+
+
+def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``."""
+    t_s, layers, width = source_rows.shape
+    return (weights.to(source_rows.dtype) @ source_rows.reshape(t_s, layers * width)).reshape(-1, layers, width)

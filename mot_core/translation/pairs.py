@@ -1,0 +1,99 @@
+"""Training rows for a (source, target) pair: aligned source rows and the target's own rows.
+
+Shared by every translator's fitting or training: a context is prefilled by both models; the
+source rows are aligned causally onto the target's tokens; the target's rows are what a perfect
+translator would produce. Contexts must fit inside the target's smallest sliding window so every
+position of every layer is available as a training target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+from mot_core.alignment import align
+from mot_core.cache_ops import prefill
+from mot_core.loading import LoadedModel
+from mot_core.translation.features import align_rows, kv_rows
+from mot_core.translation.ridge import RidgeFitter, RidgeTranslator
+from mot_core.translation.translator import TranslatorCard
+
+
+@dataclass
+class PairRows:
+    aligned: torch.Tensor  # [T_t, L_s, F_s]
+    target: torch.Tensor  # [T_t, L_t, F_t]
+    has_bos: bool  # row 0 is the target's BOS (context-free: never a translation target)
+
+
+def context_chunks(tokenizer, text: str, tokens: int, *, max_chunks: int | None = None) -> Iterator[str]:
+    """Consecutive pieces of ``text`` of about ``tokens`` tokens each, cut at token boundaries."""
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    count = 0
+    for start in range(0, len(offsets) - tokens + 1, tokens):
+        piece = text[offsets[start][0] : offsets[start + tokens - 1][1]].strip()
+        if piece:
+            yield piece
+            count += 1
+            if max_chunks is not None and count >= max_chunks:
+                return
+
+
+def pair_rows(source: LoadedModel, target: LoadedModel, text: str) -> PairRows:
+    alignment = align(source.tokenizer, target.tokenizer, text, causal=True)
+    source_cache, _ = prefill(source, alignment.source_ids)
+    target_cache, _ = prefill(target, alignment.target_ids)
+    aligned = align_rows(kv_rows(source_cache, source.spec), alignment.weights)
+    has_bos = target.spec.prepend_bos and alignment.target_ids[:1] == [target.spec.bos_token_id]
+    return PairRows(aligned, kv_rows(target_cache, target.spec), has_bos)
+
+
+def fit_ridge(
+    source: LoadedModel,
+    target: LoadedModel,
+    contexts: Iterable[str],
+    *,
+    alpha: float = 1e-2,
+    native_tail: int = 0,
+    recipe: dict | None = None,
+) -> RidgeTranslator:
+    """Closed-form fit on ``contexts`` (training text only); the BOS row is taken natively."""
+    fitter: RidgeFitter | None = None
+    bos_rows = None
+    for text in tqdm(list(contexts), desc=f"ridge {source.name}->{target.name}", unit="ctx"):
+        rows = pair_rows(source, target, text)
+        start = 1 if rows.has_bos else 0
+        if rows.has_bos and bos_rows is None:
+            bos_rows = rows.target[0]
+        if fitter is None:
+            fitter = RidgeFitter(rows.aligned[0].numel(), rows.target[0].numel())
+        fitter.add(rows.aligned[start:], rows.target[start:])
+    if fitter is None:
+        raise ValueError("no contexts to fit on")
+    weight, x_mean, y_mean = fitter.solve(alpha)
+    s_layers, t_layers = source.spec.num_layers, target.spec.num_layers
+    card = TranslatorCard(
+        kind=RidgeTranslator.kind,
+        source_model=source.name,
+        target_model=target.name,
+        source_fingerprint=source.fingerprint.id,
+        target_fingerprint=target.fingerprint.id,
+        native_tail=native_tail,
+        config=dict(
+            source_layers=s_layers,
+            source_width=x_mean.numel() // s_layers,
+            target_layers=t_layers,
+            target_width=y_mean.numel() // t_layers,
+        ),
+        recipe={"alpha": alpha, "rows": fitter.rows, **(recipe or {})},
+    )
+    translator = RidgeTranslator.from_card(card)
+    translator.weight.copy_(weight)
+    translator.x_mean.copy_(x_mean)
+    translator.y_mean.copy_(y_mean)
+    if bos_rows is not None:
+        translator.bos_rows.copy_(bos_rows)
+    return translator.eval()

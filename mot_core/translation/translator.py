@@ -1,0 +1,135 @@
+"""What every translator shares: the translate pipeline, its card, and safe save/load.
+
+A translator is an ``nn.Module`` that maps aligned source rows ``[T_t, L_s, F_s]`` to target
+rows ``[T_t, L_t, F_t]`` (``predict_rows``). Around that, ``translate`` does what does not
+depend on the translator kind: causal span alignment of the two tokenisations, un-rotating the
+source keys, the native BOS (the target's own BOS keys/values, stored at fit time), leaving the
+last ``native_tail`` context tokens for the target to compute itself, and re-rotating with the
+target's per-layer RoPE. Weights are saved as safetensors next to a JSON card; nothing is ever
+unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from mot_core.alignment import align
+from mot_core.arch import ArchSpec
+from mot_core.errors import FingerprintMismatchError, MotError
+from mot_core.kv_cache import KVCache
+from mot_core.translation.assemble import rows_to_cache
+from mot_core.translation.features import align_rows, kv_rows
+
+WEIGHTS_FILE = "translator.safetensors"
+CARD_FILE = "card.json"
+
+
+@dataclass
+class TranslatorCard:
+    kind: str
+    source_model: str
+    target_model: str
+    source_fingerprint: str
+    target_fingerprint: str
+    native_tail: int = 0
+    config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
+    recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
+    metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
+    version: str = ""  # content hash of the weights, filled in by save()
+
+
+@dataclass
+class TranslationResult:
+    cache: KVCache  # covers target_ids[:cache.seq_len]
+    target_ids: torch.Tensor  # the target's tokenisation of the whole context [1, T_t]
+
+    @property
+    def native_ids(self) -> torch.Tensor:
+        """Context tokens the target must still run itself (the native tail)."""
+        return self.target_ids[:, self.cache.seq_len :]
+
+
+class CacheTranslator(nn.Module):
+    kind: ClassVar[str] = ""
+    registry: ClassVar[dict[str, type[CacheTranslator]]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            CacheTranslator.registry[cls.kind] = cls
+
+    def __init__(self, card: TranslatorCard, target_layers: int, target_width: int) -> None:
+        super().__init__()
+        self.card = card
+        self.register_buffer("bos_rows", torch.zeros(target_layers, target_width))
+
+    @classmethod
+    def from_card(cls, card: TranslatorCard) -> CacheTranslator:
+        """An untrained module of the shape the card describes (weights are loaded after)."""
+        raise NotImplementedError
+
+    def predict_rows(self, aligned: torch.Tensor) -> torch.Tensor:
+        """Aligned source rows ``[T_t, L_s, F_s]`` -> pre-RoPE target rows ``[T_t, L_t, F_t]``."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def translate(
+        self,
+        source_cache: KVCache,
+        text: str,
+        *,
+        source_spec: ArchSpec,
+        source_tokenizer,
+        target_spec: ArchSpec,
+        target_tokenizer,
+    ) -> TranslationResult:
+        if source_cache.fingerprint != self.card.source_fingerprint:
+            raise FingerprintMismatchError(
+                f"translator {self.card.source_model}->{self.card.target_model} expects source "
+                f"{self.card.source_fingerprint}, got a cache of {source_cache.fingerprint}"
+            )
+        alignment = align(source_tokenizer, target_tokenizer, text, causal=True)
+        if alignment.source_ids != source_cache.token_ids[0].tolist():
+            raise MotError("the source cache does not hold this text's tokens (different text or tokenizer)")
+        aligned = align_rows(kv_rows(source_cache, source_spec), alignment.weights)
+        rows = self.predict_rows(aligned.to(self.bos_rows.device)).float().cpu()
+        target_ids = torch.tensor([alignment.target_ids])
+        if target_spec.prepend_bos and alignment.target_ids and alignment.target_ids[0] == target_spec.bos_token_id:
+            rows[0] = self.bos_rows.cpu()
+        keep = max(1, rows.shape[0] - self.card.native_tail)
+        cache = rows_to_cache(rows[:keep], target_spec, target_ids[:, :keep], self.card.target_fingerprint)
+        return TranslationResult(cache, target_ids)
+
+    def save(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        digest = hashlib.sha256()
+        for name in sorted(tensors):
+            digest.update(name.encode())
+            digest.update(tensors[name].view(torch.uint8).numpy().tobytes() if tensors[name].numel() else b"")
+        self.card.version = f"{self.kind}-{digest.hexdigest()[:16]}"
+        save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"kind": self.kind, "version": self.card.version})
+        (directory / CARD_FILE).write_text(json.dumps(asdict(self.card), indent=2))
+        return directory
+
+
+def load_translator(directory: Path | str, device: str | torch.device = "cpu") -> CacheTranslator:
+    directory = Path(directory)
+    card_path = directory / CARD_FILE
+    if not card_path.is_file():
+        raise MotError(f"{directory} is not a translator checkpoint (no {CARD_FILE})")
+    card = TranslatorCard(**json.loads(card_path.read_text()))
+    cls = CacheTranslator.registry.get(card.kind)
+    if cls is None:
+        raise MotError(f"unknown translator kind {card.kind!r}; known: {sorted(CacheTranslator.registry)}")
+    module = cls.from_card(card)
+    module.load_state_dict(load_file(str(directory / WEIGHTS_FILE), device=str(device)))
+    return module.to(device).eval()
