@@ -67,3 +67,24 @@ def load_model(
         fingerprint = fingerprint_model(model, tokenizer)
     log.info("loaded %s (%s) fingerprint %s", name_or_path, model.config.model_type, fingerprint.id)
     return LoadedModel(name_or_path, model, tokenizer, arch_spec(model.config, tokenizer), fingerprint)
+
+
+@dataclass
+class ModelMeta:
+    """A model without its weights: enough to tokenise, align and assemble caches for it."""
+
+    name: str
+    tokenizer: object
+    spec: ArchSpec
+
+
+def load_model_meta(name_or_path: str) -> ModelMeta:
+    from transformers import AutoConfig, AutoTokenizer
+
+    location = resolve(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        config = AutoConfig.from_pretrained(location)
+    except (OSError, ValueError) as exc:
+        raise UnknownModelError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from None
+    return ModelMeta(name_or_path, tokenizer, arch_spec(config, tokenizer))

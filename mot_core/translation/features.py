@@ -22,7 +22,10 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
     if short:
         raise ValueError(f"layers {short} hold only a window tail; use contexts shorter than the window")
     plain = unrotate(cache, spec)
-    rows = [torch.cat((k[0], v[0]), dim=-1).transpose(0, 1).flatten(1) for k, v in zip(plain.keys, plain.values)]
+    rows = [
+        torch.cat((k[0], v[0]), dim=-1).transpose(0, 1).flatten(1)
+        for k, v in zip(plain.keys, plain.values, strict=True)
+    ]
     return torch.stack(rows, dim=1).float()
 
 

@@ -16,8 +16,9 @@ from mot_core.translation.translator import CacheTranslator, TranslatorCard
 class RidgeTranslator(CacheTranslator):
     kind = "ridge"
 
-    def __init__(self, card: TranslatorCard, source_layers: int, source_width: int, target_layers: int,
-                 target_width: int) -> None:
+    def __init__(
+        self, card: TranslatorCard, source_layers: int, source_width: int, target_layers: int, target_width: int
+    ) -> None:
         super().__init__(card, target_layers, target_width)
         self.target_shape = (target_layers, target_width)
         self.register_buffer("weight", torch.zeros(source_layers * source_width, target_layers * target_width))

@@ -12,6 +12,8 @@ unpickled.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,14 +59,12 @@ class TranslationResult:
         return self.target_ids[:, self.cache.seq_len :]
 
 
+# Translator kinds and the module defining each (imported only when a checkpoint needs it).
+KIND_MODULES = {"ridge": "mot_core.translation.ridge"}
+
+
 class CacheTranslator(nn.Module):
     kind: ClassVar[str] = ""
-    registry: ClassVar[dict[str, type[CacheTranslator]]] = {}
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if cls.kind:
-            CacheTranslator.registry[cls.kind] = cls
 
     def __init__(self, card: TranslatorCard, target_layers: int, target_width: int) -> None:
         super().__init__()
@@ -127,9 +127,15 @@ def load_translator(directory: Path | str, device: str | torch.device = "cpu") -
     if not card_path.is_file():
         raise MotError(f"{directory} is not a translator checkpoint (no {CARD_FILE})")
     card = TranslatorCard(**json.loads(card_path.read_text()))
-    cls = CacheTranslator.registry.get(card.kind)
-    if cls is None:
-        raise MotError(f"unknown translator kind {card.kind!r}; known: {sorted(CacheTranslator.registry)}")
-    module = cls.from_card(card)
+    if card.kind not in KIND_MODULES:
+        raise MotError(f"unknown translator kind {card.kind!r}; known: {sorted(KIND_MODULES)}")
+    kinds = {cls.kind: cls for cls in _subclasses(importlib.import_module(KIND_MODULES[card.kind]))}
+    module = kinds[card.kind].from_card(card)
     module.load_state_dict(load_file(str(directory / WEIGHTS_FILE), device=str(device)))
     return module.to(device).eval()
+
+
+def _subclasses(module) -> list[type[CacheTranslator]]:
+    return [
+        obj for _, obj in inspect.getmembers(module, inspect.isclass) if issubclass(obj, CacheTranslator) and obj.kind
+    ]

@@ -1,0 +1,155 @@
+"""Ray Serve deployments: thin wrappers that give each engine a process, a placement and handles.
+
+One deployment per model (the source, each target) plus the translator, so each model gets its
+own GPU in production (``num_gpus`` from the config) and CPU here. Deployments talk through
+``DeploymentHandle``s; caches travel between them as codec blobs in Ray's object store, never
+through the gRPC proxy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict
+
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+
+from mot_core.generation import Sampling
+from mot_core.loading import load_model_meta
+from mot_core.translation.translator import TranslatorCard
+from services.config import Placement, load_config
+from services.engines import (
+    GenerationFacts,
+    SourceEngine,
+    TargetEngine,
+    TranslatorEngine,
+    load_translators,
+    read_translator_card,
+)
+from services.errors import InvalidArgumentError
+from services.metrics import ServiceMetrics
+from services.store import RedisCacheStore
+
+log = logging.getLogger(__name__)
+
+
+def deployment_options(placement: Placement, name: str) -> dict:
+    options: dict = {
+        "name": name,
+        "ray_actor_options": {"num_gpus": placement.num_gpus, "num_cpus": placement.num_cpus},
+    }
+    if placement.autoscaling is not None:
+        options["autoscaling_config"] = placement.autoscaling.model_dump()
+    else:
+        options["num_replicas"] = placement.num_replicas
+    return options
+
+
+def target_deployment_name(index: int) -> str:
+    return f"target-{index}"
+
+
+@serve.deployment(max_ongoing_requests=8)
+class SourceDeployment:
+    def __init__(self, args: dict) -> None:
+        config = load_config(args)
+        self.store = RedisCacheStore.from_env(config.store)
+        self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
+        self.metrics = ServiceMetrics("source")
+
+    def put_context(self, text: str) -> dict:
+        with self.metrics.time("prefill"):
+            reply = self.engine.put_context(text)
+        self.metrics.count("put_context_cached" if reply["already_cached"] else "put_context_prefilled")
+        if not reply["already_cached"]:
+            self.metrics.stored(reply["stored_bytes"])
+        return reply
+
+    def source_cache(self, context_id: str, known_text: str | None = None) -> bytes:
+        return self.engine.source_cache(context_id, known_text)
+
+    def delete_context(self, context_id: str) -> int:
+        return self.store.delete_context(context_id)
+
+    def stats(self) -> dict:
+        return asdict(self.store.stats())
+
+    def info(self) -> dict:
+        return self.engine.info()
+
+
+@serve.deployment(max_ongoing_requests=16)
+class TranslatorDeployment:
+    def __init__(self, args: dict, source: DeploymentHandle) -> None:
+        config = load_config(args)
+        self.store = RedisCacheStore.from_env(config.store)
+        translators = load_translators(config)
+        targets = {name: load_model_meta(name) for name in translators}
+        self.source = source
+        self.engine = TranslatorEngine(
+            load_model_meta(config.source.name), targets, translators, self.store, config.store, self._fetch_source
+        )
+        self.metrics = ServiceMetrics("translator")
+
+    def _fetch_source(self, context_id: str, known_text: str | None) -> bytes:
+        return self.source.source_cache.remote(context_id, known_text).result()
+
+    def translate(self, context_id: str, target: str, known_text: str | None = None) -> tuple[bytes, float]:
+        blob, seconds = self.engine.translate(context_id, target, known_text)
+        if seconds > 0:
+            self.metrics.observe("translate", seconds)
+            self.metrics.stored(len(blob))
+        return blob, seconds
+
+
+@serve.deployment(max_ongoing_requests=8)
+class TargetDeployment:
+    def __init__(self, args: dict, name: str, translator: DeploymentHandle | None) -> None:
+        config = load_config(args)
+        spec = next(t for t in config.targets if t.name == name)
+        self.store = RedisCacheStore.from_env(config.store)
+        card: TranslatorCard | None = read_translator_card(spec.translator) if spec.translator else None
+        self.translator = translator if card is not None else None
+        self.engine = TargetEngine(
+            spec,
+            None,
+            self.store,
+            config.limits,
+            self._translate if card is not None else None,
+            translator_version=card.version if card else "",
+        )
+        if card is not None and card.target_fingerprint != self.engine.lm.fingerprint.id:
+            raise InvalidArgumentError(
+                f"translator {spec.translator} produces caches for {card.target_fingerprint}, "
+                f"but target {name} is {self.engine.lm.fingerprint.id}"
+            )
+        self.metrics = ServiceMetrics(name)
+
+    def _translate(self, context_id: str, target: str, known_text: str | None) -> tuple[bytes, float]:
+        return self.translator.translate.remote(context_id, target, known_text).result()
+
+    def generate(
+        self, context_id: str, prompt: str, mode: str, sampling: dict, known_text: str | None = None
+    ) -> Iterator[str | dict]:
+        facts = None
+        for item in self.engine.generate(context_id, prompt, mode, Sampling(**sampling), known_text):
+            if isinstance(item, GenerationFacts):
+                facts = item
+                yield asdict(item)
+            else:
+                yield item
+        if facts is not None:
+            self.metrics.count(f"cache_{facts.cache_source.lower()}")
+            self.metrics.observe("ttft", facts.ttft_ms / 1000)
+
+    def score(self, context_id: str, prompt: str, continuation: str, mode: str, known_text: str | None = None) -> dict:
+        reply = self.engine.score(context_id, prompt, continuation, mode, known_text)
+        self.metrics.count(f"cache_{reply['cache_source'].lower()}")
+        return reply
+
+    def get_cache(self, context_id: str, known_text: str | None = None) -> tuple[bytes, str]:
+        return self.engine.get_cache(context_id, known_text)
+
+    def info(self) -> dict:
+        return self.engine.info()

@@ -1,0 +1,364 @@
+"""What each deployment does, as plain Python: no Ray, no gRPC (those wrap these classes).
+
+``SourceEngine`` prefills contexts and stores their caches; ``TranslatorEngine`` turns a stored
+source cache into a target's cache (once per (context, target), stored for reuse);
+``TargetEngine`` obtains a cache by the requested mode and generates or scores on top of it.
+Each takes a ``CacheStore``, so the same code runs against Redis in production and in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mot_core import codec
+from mot_core.cache_ops import prefill, to_model_cache
+from mot_core.context_id import context_id as content_id
+from mot_core.context_id import normalize_text
+from mot_core.errors import CodecError, FingerprintMismatchError
+from mot_core.generation import Sampling, StreamState, score_continuation, stream_generate
+from mot_core.kv_cache import KVCache
+from mot_core.loading import LoadedModel, ModelMeta, load_model
+from mot_core.translation.translator import CARD_FILE, CacheTranslator, TranslatorCard, load_translator
+from services.config import Limits, ServiceConfig, StoreConfig, TargetSpec
+from services.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from services.store import CacheStore, StoreUnavailableError, source_key, text_key, translated_key
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+
+# Where a target's cache came from (values match mot.v1.CacheSource names).
+TRANSLATED_HIT, TRANSLATED_FRESH, NATIVE_PREFILL, NO_CONTEXT = (
+    "TRANSLATED_HIT",
+    "TRANSLATED_FRESH",
+    "NATIVE_PREFILL",
+    "NONE",
+)
+AUTO, TRANSLATE, NATIVE, NONE = "AUTO", "TRANSLATE", "NATIVE", "NONE"
+
+
+def resolve_translator_path(name: str) -> Path:
+    """A shipped translator name (``checkpoints/<name>``) or a directory path."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    shipped = CHECKPOINTS_DIR / name
+    if shipped.is_dir():
+        return shipped
+    raise InvalidArgumentError(f"translator {name!r} is neither a shipped checkpoint nor a directory")
+
+
+def model_info(lm: LoadedModel, role: str, translator: CacheTranslator | None = None) -> dict:
+    return {
+        "name": lm.name,
+        "role": role,
+        "model_type": lm.spec.model_type,
+        "fingerprint": lm.fingerprint.id,
+        "num_layers": lm.spec.num_layers,
+        "translator": translator.card.kind if translator is not None else "",
+        "translator_version": translator.card.version if translator is not None else "",
+    }
+
+
+def read_context_text(store: CacheStore, context_id: str, known: str | None = None) -> str:
+    """The context's text from the store; ``known`` (the ingress' copy) covers a store that is down or lost it."""
+    try:
+        raw = store.get(text_key(context_id))
+    except StoreUnavailableError:
+        if known is None:
+            raise
+        return known
+    if raw is not None:
+        return raw.decode("utf-8")
+    if known is None:
+        raise NotFoundError(f"unknown context id {context_id} (never stored, deleted or expired)")
+    store.put(text_key(context_id), known.encode("utf-8"))  # e.g. Redis restarted empty
+    return known
+
+
+def decode_or_drop(store: CacheStore, key: str, blob: bytes | None, fingerprint: str) -> KVCache | None:
+    """Decode a stored cache; a corrupted or foreign blob is logged, deleted and treated as a miss."""
+    if blob is None:
+        return None
+    try:
+        return codec.decode(blob, expected_fingerprint=fingerprint, dtype=torch.float32)
+    except (CodecError, FingerprintMismatchError) as exc:
+        log.warning("dropping bad cache entry %s: %s", key, exc)
+        store.delete(key)
+        return None
+
+
+class SourceEngine:
+    def __init__(self, model: str | LoadedModel, store: CacheStore, store_config: StoreConfig, limits: Limits):
+        self.lm = model if isinstance(model, LoadedModel) else load_model(model)
+        self.store, self.store_config, self.limits = store, store_config, limits
+
+    def info(self) -> dict:
+        return model_info(self.lm, "source")
+
+    def put_context(self, text: str) -> dict:
+        text = normalize_text(text)
+        if not text.strip():
+            raise InvalidArgumentError("context is empty")
+        if len(text) > self.limits.max_context_chars:
+            raise InvalidArgumentError(
+                f"context has {len(text)} characters; the limit is {self.limits.max_context_chars}"
+            )
+        ctx = content_id(text)
+        key = source_key(ctx, self.lm.fingerprint.id)
+        existing = self.store.get(key)
+        if decode_or_drop(self.store, key, existing, self.lm.fingerprint.id) is not None:
+            header = codec.peek_header(existing)
+            self.store.put(text_key(ctx), text.encode("utf-8"))  # refresh its TTL too
+            return self._reply(ctx, header["seq_len"], len(existing), already_cached=True)
+        ids = self.lm.tokenizer(text, return_tensors="pt")["input_ids"]
+        if ids.shape[-1] > self.limits.max_context_tokens:
+            raise InvalidArgumentError(
+                f"context has {ids.shape[-1]} tokens; the limit is {self.limits.max_context_tokens}"
+            )
+        cache, _ = prefill(self.lm, ids)
+        blob = codec.encode(cache, self.store_config.storage_dtype)
+        self.store.put(text_key(ctx), text.encode("utf-8"))
+        self.store.put(key, blob)
+        return self._reply(ctx, cache.seq_len, len(blob), already_cached=False)
+
+    def source_cache(self, ctx: str, known_text: str | None = None) -> bytes:
+        """The stored source cache of a context, re-made from its text if evicted or corrupted."""
+        key = source_key(ctx, self.lm.fingerprint.id)
+        blob = self.store.get(key)
+        if decode_or_drop(self.store, key, blob, self.lm.fingerprint.id) is not None:
+            return blob
+        text = read_context_text(self.store, ctx, known_text)
+        log.info("source cache of %s missing; prefilling again", ctx[:12])
+        cache, _ = prefill(self.lm, self.lm.tokenizer(text, return_tensors="pt")["input_ids"])
+        blob = codec.encode(cache, self.store_config.storage_dtype)
+        self.store.put(key, blob)
+        return blob
+
+    def _reply(self, ctx: str, tokens: int, nbytes: int, *, already_cached: bool) -> dict:
+        return {
+            "context_id": ctx,
+            "token_count": tokens,
+            "stored_bytes": nbytes,
+            "already_cached": already_cached,
+            "source_model": self.lm.name,
+            "source_fingerprint": self.lm.fingerprint.id,
+        }
+
+
+class TranslatorEngine:
+    """All translators from the source to each target; a translation of one (context, target) runs once.
+
+    Holds no model weights: translation needs only the tokenizers, the architecture facts and
+    the translator modules. A source cache missing from the store is re-made by ``fetch_source``
+    (the source deployment).
+    """
+
+    def __init__(
+        self,
+        source: ModelMeta,
+        targets: dict[str, ModelMeta],
+        translators: dict[str, CacheTranslator],
+        store: CacheStore,
+        store_config: StoreConfig,
+        fetch_source: Callable[[str, str | None], bytes],
+    ):
+        self.source, self.targets, self.translators = source, targets, translators
+        self.store, self.store_config, self.fetch_source = store, store_config, fetch_source
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock_for(self, key: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def translate(self, ctx: str, target: str, known_text: str | None = None) -> tuple[bytes, float]:
+        """The encoded translated cache and the seconds spent translating (0.0: it was stored)."""
+        translator = self.translators.get(target)
+        if translator is None:
+            raise FailedPreconditionError(f"no translator from {self.source.name} to {target}")
+        card = translator.card
+        key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, card.version)
+        with self._lock_for(key):  # concurrent requests for the same key wait for the first one
+            existing = self.store.get(key)
+            if decode_or_drop(self.store, key, existing, card.target_fingerprint) is not None:
+                return existing, 0.0
+            started = time.perf_counter()
+            text = read_context_text(self.store, ctx, known_text)
+            source_cache = codec.decode(
+                self.fetch_source(ctx, text), expected_fingerprint=card.source_fingerprint, dtype=torch.float32
+            )
+            target = self.targets[target]
+            result = translator.translate(
+                source_cache,
+                text,
+                source_spec=self.source.spec,
+                source_tokenizer=self.source.tokenizer,
+                target_spec=target.spec,
+                target_tokenizer=target.tokenizer,
+            )
+            blob = codec.encode(result.cache, self.store_config.storage_dtype)
+            self.store.put(key, blob)
+            elapsed = time.perf_counter() - started
+            log.info("translated %s for %s in %.3f s (%d bytes)", ctx[:12], target.name, elapsed, len(blob))
+            return blob, elapsed
+
+
+@dataclass
+class ObtainedCache:
+    model_cache: object | None  # the model's own cache object, or None (no context)
+    native_ids: torch.Tensor  # context tokens the target still runs itself [1, n]
+    context_tokens: int
+    source: str
+    cache_s: float
+    translator_version: str = ""
+
+
+@dataclass
+class GenerationFacts:
+    cache_source: str = ""
+    ttft_ms: float = 0.0
+    cache_ms: float = 0.0
+    total_ms: float = 0.0
+    context_tokens: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    finish_reason: str = ""
+    translator_version: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+class TargetEngine:
+    def __init__(
+        self,
+        spec: TargetSpec | str,
+        model: LoadedModel | None,
+        store: CacheStore,
+        limits: Limits,
+        translate: Callable[[str, str, str | None], tuple[bytes, float]] | None,
+        translator_version: str = "",
+    ):
+        self.name = spec.name if isinstance(spec, TargetSpec) else spec
+        self.lm = model if model is not None else load_model(self.name)
+        self.store, self.limits = store, limits
+        self.translate_fn, self.translator_version = translate, translator_version
+
+    def info(self) -> dict:
+        info = model_info(self.lm, "target")
+        info["translator"] = "yes" if self.translate_fn is not None else ""
+        info["translator_version"] = self.translator_version
+        return info
+
+    def _context_ids(self, text: str) -> torch.Tensor:
+        return self.lm.tokenizer(text, return_tensors="pt")["input_ids"]
+
+    def obtain(self, ctx: str, mode: str, known_text: str | None = None) -> ObtainedCache:
+        started = time.perf_counter()
+        if mode == NONE:
+            bos = [self.lm.spec.bos_token_id] if self.lm.spec.prepend_bos else []
+            return ObtainedCache(None, torch.tensor([bos], dtype=torch.long), 0, NO_CONTEXT, 0.0)
+        text = read_context_text(self.store, ctx, known_text)
+        ids = self._context_ids(text)
+        if mode in (AUTO, TRANSLATE) and self.translate_fn is not None:
+            blob, translate_s = self.translate_fn(ctx, self.name, text)
+            cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)
+            if not torch.equal(cache.token_ids[0], ids[0, : cache.seq_len]):
+                raise FailedPreconditionError(
+                    "translated cache does not match this target's tokenisation of the context"
+                )
+            source = TRANSLATED_FRESH if translate_s > 0 else TRANSLATED_HIT
+            return ObtainedCache(
+                to_model_cache(self.lm, cache),
+                ids[:, cache.seq_len :],
+                ids.shape[-1],
+                source,
+                time.perf_counter() - started,
+                self.translator_version,
+            )
+        if mode == TRANSLATE:
+            raise FailedPreconditionError(f"no translator serves target {self.name}; use mode AUTO or NATIVE")
+        cache, _ = prefill(self.lm, ids[:, :-1])
+        return ObtainedCache(
+            to_model_cache(self.lm, cache), ids[:, -1:], ids.shape[-1], NATIVE_PREFILL, time.perf_counter() - started
+        )
+
+    def _prompt_ids(self, prompt: str) -> torch.Tensor:
+        if len(prompt) > self.limits.max_prompt_chars:
+            raise InvalidArgumentError(
+                f"prompt has {len(prompt)} characters; the limit is {self.limits.max_prompt_chars}"
+            )
+        return self.lm.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+
+    def generate(
+        self, ctx: str, prompt: str, mode: str, sampling: Sampling, known_text: str | None = None
+    ) -> Iterator[str | GenerationFacts]:
+        """Yields text pieces, then one ``GenerationFacts``."""
+        started = time.perf_counter()
+        if sampling.max_new_tokens > self.limits.max_new_tokens:
+            raise InvalidArgumentError(f"max_new_tokens {sampling.max_new_tokens} exceeds {self.limits.max_new_tokens}")
+        prompt_ids = self._prompt_ids(prompt)
+        obtained = self.obtain(ctx, mode, known_text)
+        suffix = torch.cat((obtained.native_ids, prompt_ids), dim=-1)
+        if suffix.shape[-1] == 0:
+            raise InvalidArgumentError("prompt is empty and no context token is left to generate from")
+        facts = GenerationFacts(
+            cache_source=obtained.source,
+            cache_ms=obtained.cache_s * 1000,
+            context_tokens=obtained.context_tokens,
+            prompt_tokens=prompt_ids.shape[-1],
+            translator_version=obtained.translator_version,
+        )
+        state = StreamState()
+        for piece in stream_generate(self.lm, obtained.model_cache, suffix, sampling, state):
+            if not facts.ttft_ms:
+                facts.ttft_ms = (time.perf_counter() - started) * 1000
+            yield piece
+        facts.generated_tokens, facts.finish_reason = state.generated_tokens, state.finish_reason
+        facts.total_ms = (time.perf_counter() - started) * 1000
+        if not facts.ttft_ms:
+            facts.ttft_ms = facts.total_ms
+        yield facts
+
+    def score(self, ctx: str, prompt: str, continuation: str, mode: str, known_text: str | None = None) -> dict:
+        if not continuation:
+            raise InvalidArgumentError("continuation is empty")
+        prompt_ids = self._prompt_ids(prompt)
+        cont_ids = self._prompt_ids(continuation)
+        obtained = self.obtain(ctx, mode, known_text)
+        prefix = torch.cat((obtained.native_ids, prompt_ids), dim=-1)
+        if prefix.shape[-1] == 0:  # no BOS, no context, no prompt: the first token cannot be scored
+            prefix, cont_ids = cont_ids[:, :1], cont_ids[:, 1:]
+        logprobs = score_continuation(self.lm, obtained.model_cache, prefix, cont_ids)
+        tokens = [
+            {"token_id": int(t), "text": self.lm.tokenizer.decode([int(t)]), "logprob": float(lp)}
+            for t, lp in zip(cont_ids[0], logprobs, strict=True)
+        ]
+        return {"tokens": tokens, "total_logprob": float(logprobs.sum()), "cache_source": obtained.source}
+
+    def get_cache(self, ctx: str, known_text: str | None = None) -> tuple[bytes, str]:
+        if self.translate_fn is None:
+            raise FailedPreconditionError(f"no translator serves target {self.name}")
+        text = read_context_text(self.store, ctx, known_text)
+        blob, translate_s = self.translate_fn(ctx, self.name, text)
+        return blob, TRANSLATED_FRESH if translate_s > 0 else TRANSLATED_HIT
+
+
+def load_translators(config: ServiceConfig) -> dict[str, CacheTranslator]:
+    """Each target's translator by target name (targets without one are served natively)."""
+    return {t.name: load_translator(resolve_translator_path(t.translator)) for t in config.targets if t.translator}
+
+
+def read_translator_card(name: str) -> TranslatorCard:
+    """A translator's card alone (fingerprints, version) without loading its weights."""
+    path = resolve_translator_path(name) / CARD_FILE
+    if not path.is_file():
+        raise InvalidArgumentError(f"{path.parent} is not a translator checkpoint (no {CARD_FILE})")
+    return TranslatorCard(**json.loads(path.read_text()))

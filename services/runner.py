@@ -1,0 +1,102 @@
+"""Start and stop the whole service on this machine: Redis, Ray, Serve's gRPC proxy, the app.
+
+``mot serve``, ``make demo`` and the integration tests all start the service through
+``LocalService``, so they exercise exactly what an operator runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from services.app import APP_NAME, GRPC_SERVICER_FUNCTIONS, ROUTE_PREFIX, build_app
+from services.config import load_config
+from services.embedded_redis import redis_url_from_env_or_embedded
+
+log = logging.getLogger(__name__)
+
+REDIS_URL_ENV = "MOT_REDIS_URL"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalService:
+    """Context manager: the service on loopback, with the embedded Redis unless MOT_REDIS_URL is set."""
+
+    def __init__(self, config: dict[str, Any] | Path | str, *, num_cpus: int | None = None) -> None:
+        if isinstance(config, (str, Path)):
+            import yaml
+
+            config = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+        self.args = config
+        self.config = load_config(config)
+        self.num_cpus = num_cpus
+        self.redis = None
+        self.redis_url = ""
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.config.grpc_port}"
+
+    def start(self) -> LocalService:
+        import ray
+        from ray import serve
+        from ray.serve.config import gRPCOptions
+
+        started = time.perf_counter()
+        self.redis_url, self.redis = redis_url_from_env_or_embedded(self.config.store)
+        log.info("cache store: %s", "embedded redis-server" if self.redis else "MOT_REDIS_URL")
+        env = {REDIS_URL_ENV: self.redis_url, "TOKENIZERS_PARALLELISM": "false"}
+        for passthrough in ("MOT_HOME", "MOT_API_TOKEN", "HF_HUB_OFFLINE", "OMP_NUM_THREADS"):
+            if os.environ.get(passthrough):
+                env[passthrough] = os.environ[passthrough]
+        ray.init(
+            num_cpus=self.num_cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+            _metrics_export_port=self.config.metrics_port,
+        )
+        serve.start(
+            # Serve's HTTP proxy is unused (the API is gRPC) but runs beside it: keep it on loopback.
+            http_options={"host": "127.0.0.1", "port": _free_port(), "location": "HeadOnly"},
+            grpc_options=gRPCOptions(port=self.config.grpc_port, grpc_servicer_functions=GRPC_SERVICER_FUNCTIONS),
+        )
+        serve.run(build_app(self.args), name=APP_NAME, route_prefix=ROUTE_PREFIX)
+        log.info(
+            "service up in %.1f s; gRPC at %s (application %r)",
+            time.perf_counter() - started,
+            self.grpc_address,
+            APP_NAME,
+        )
+        return self
+
+    def stop(self) -> None:
+        import ray
+        from ray import serve
+
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+            if self.redis is not None:
+                self.redis.stop()
+                self.redis = None
+
+    def __enter__(self) -> LocalService:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,54 @@
+"""A running service for integration tests: tiny models of three architectures, a ridge
+translator fitted on the spot, real Redis, real Ray Serve, real gRPC on loopback."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import grpc
+
+from mot.v1 import mot_pb2_grpc
+from mot_core.roundtrip import demo_text
+from mot_core.tiny import save_tiny, tiny_model
+from mot_core.translation.pairs import context_chunks, fit_ridge
+from services.app import APP_NAME
+
+METADATA = (("application", APP_NAME),)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_models_and_translator(root: Path) -> dict:
+    """Tiny source/targets saved as HF directories plus a ridge translator source -> gemma3."""
+    dirs = {arch: save_tiny(arch, root / arch, seed=i) for i, arch in enumerate(("llama", "gemma3_text", "qwen2"))}
+    source, target = tiny_model("llama", seed=0), tiny_model("gemma3_text", seed=1)
+    source.name, target.name = str(dirs["llama"]), str(dirs["gemma3_text"])
+    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=60))
+    fit_ridge(source, target, contexts, alpha=1e-2, native_tail=1).save(root / "ridge-llama-gemma3")
+    return {"dirs": dirs, "translator": root / "ridge-llama-gemma3"}
+
+
+def service_config(built: dict) -> dict:
+    zero = {"num_cpus": 0, "num_gpus": 0}
+    return {
+        "source": {"name": str(built["dirs"]["llama"]), "placement": zero},
+        "targets": [
+            {"name": str(built["dirs"]["gemma3_text"]), "translator": str(built["translator"]), "placement": zero},
+            {"name": str(built["dirs"]["qwen2"]), "placement": zero},
+        ],
+        "translator_placement": zero,
+        "grpc_port": free_port(),
+        "metrics_port": free_port(),
+        "store": {"namespace": "test", "ttl_seconds": 600, "max_bytes": 64 << 20, "chunk_bytes": 1 << 16},
+        "limits": {"max_context_chars": 20_000, "max_context_tokens": 2048, "max_new_tokens": 64,
+                   "max_request_bytes": 64 * 1024},
+    }
+
+
+def stub(address: str) -> mot_pb2_grpc.MotCacheStub:
+    return mot_pb2_grpc.MotCacheStub(grpc.insecure_channel(address))
