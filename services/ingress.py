@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 
 import grpc
+from grpc_health.v1 import health_pb2
 from ray import serve
 from ray.serve.grpc_util import RayServegRPCContext
 from ray.serve.handle import DeploymentHandle
@@ -121,6 +122,10 @@ class GrpcIngress:
             raise InvalidArgumentError(f"unknown target model {target!r}; serving: {', '.join(self.targets)}")
 
     # -------------------------------------------------------------------------------- RPCs
+
+    async def Check(self, request, grpc_context: RayServegRPCContext):
+        """grpc.health.v1.Health/Check for Kubernetes gRPC probes (no token: probes send no metadata)."""
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
     async def PutContext(self, request: mot_pb2.PutContextRequest, grpc_context: RayServegRPCContext):
         try:

@@ -32,4 +32,5 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
 def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``."""
     t_s, layers, width = source_rows.shape
-    return (weights.to(source_rows.dtype) @ source_rows.reshape(t_s, layers * width)).reshape(-1, layers, width)
+    weights = weights.to(device=source_rows.device, dtype=source_rows.dtype)
+    return (weights @ source_rows.reshape(t_s, layers * width)).reshape(-1, layers, width)

@@ -60,7 +60,7 @@ class TranslationResult:
 
 
 # Translator kinds and the module defining each (imported only when a checkpoint needs it).
-KIND_MODULES = {"ridge": "mot_core.translation.ridge"}
+KIND_MODULES = {"ridge": "mot_core.translation.ridge", "mixture": "mot_core.translation.mixture"}
 
 
 class CacheTranslator(nn.Module):

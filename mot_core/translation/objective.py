@@ -1,0 +1,95 @@
+"""Scoring a continuation under a given cache: shared by training (the loss) and evaluation.
+
+Every condition (native, none, translated, deranged, ridge) is scored the same way: the target
+gets some cache for the context (or none), then runs the context's last ``native_tail`` tokens
+and the continuation itself; the logits that predict the continuation tokens are compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from mot_core.alignment import Alignment, align
+from mot_core.cache_ops import prefill, to_model_cache
+from mot_core.kv_cache import KVCache
+from mot_core.loading import LoadedModel
+from mot_core.translation.assemble import rows_to_cache
+from mot_core.translation.features import align_rows, kv_rows
+from mot_core.translation.samples import Sample
+from mot_core.translation.translator import CacheTranslator
+
+
+@dataclass
+class PreparedSample:
+    alignment: Alignment
+    aligned_rows: torch.Tensor  # [T_t, L_s, F_s] source rows aligned onto target tokens
+    target_ids: torch.Tensor  # [1, T_t] target tokens of the context
+    continuation_ids: torch.Tensor  # [1, n] target tokens scored
+    keep: int  # context tokens held in a cache; the last ``T_t - keep`` are the native tail
+    native_cache: KVCache  # the target's own cache of the first ``keep`` tokens (the upper bound)
+    native_rows: torch.Tensor | None  # [keep, L_t, F_t] its pre-RoPE rows (None past a sliding window)
+
+    @property
+    def tail_ids(self) -> torch.Tensor:
+        return self.target_ids[:, self.keep :]
+
+
+@torch.no_grad()
+def prepare(
+    source: LoadedModel, target: LoadedModel, sample: Sample, continuation_tokens: int, native_tail: int
+) -> PreparedSample:
+    alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
+    source_cache, _ = prefill(source, alignment.source_ids)
+    aligned = align_rows(kv_rows(source_cache, source.spec), alignment.weights)
+    target_ids = torch.tensor([alignment.target_ids])
+    cont = target.tokenizer(sample.continuation, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    cont = cont[:, :continuation_tokens]
+    keep = max(1, target_ids.shape[-1] - native_tail)
+    native_cache, _ = prefill(target, target_ids[:, :keep])
+    windows = [w for w in target.spec.sliding_windows if w is not None]
+    native_rows = kv_rows(native_cache, target.spec) if not windows or keep < min(windows) else None
+    return PreparedSample(alignment, aligned, target_ids, cont, keep, native_cache, native_rows)
+
+
+def translated_rows(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> torch.Tensor:
+    """Predicted pre-RoPE rows with the native BOS row in place (differentiable)."""
+    rows = translator.predict_rows(prepared.aligned_rows)
+    if target.spec.prepend_bos and prepared.target_ids[0, 0] == target.spec.bos_token_id:
+        rows = torch.cat((translator.bos_rows[None].to(rows.dtype), rows[1:]), dim=0)
+    return rows
+
+
+def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.Tensor, keep: int):
+    cache = rows_to_cache(rows[:keep], target.spec, target_ids[:, :keep], target.fingerprint.id)
+    return to_model_cache(target, cache)
+
+
+def continuation_logits(
+    target: LoadedModel, model_cache, tail_ids: torch.Tensor, continuation_ids: torch.Tensor
+) -> torch.Tensor:
+    """Logits ``[n, V]`` predicting each continuation token after the cache and the native tail.
+
+    With no cache, the target sees only its BOS (if it uses one) and the tail.
+    """
+    prefix = tail_ids
+    if model_cache is None and target.spec.prepend_bos:
+        prefix = torch.cat((torch.tensor([[target.spec.bos_token_id]]), tail_ids), dim=-1)
+    if prefix.shape[-1] < 1:
+        raise ValueError("need a native tail of at least one token (or a BOS) before the continuation")
+    ids = torch.cat((prefix, continuation_ids[:, :-1]), dim=-1).to(target.device)
+    kwargs = {"cache": model_cache, "use_cache": True} if model_cache is not None else {}
+    logits = target.model(input_ids=ids, **kwargs).logits[0].float()
+    return logits[prefix.shape[-1] - 1 :]
+
+
+def kl_per_token(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> torch.Tensor:
+    """KL(teacher || student) for each position ``[n]``."""
+    log_p = teacher_logits.log_softmax(-1)
+    return (log_p.exp() * (log_p - student_logits.log_softmax(-1))).sum(-1)
+
+
+def nll_per_token(logits: torch.Tensor, continuation_ids: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, continuation_ids[0].to(logits.device), reduction="none")

@@ -1,0 +1,57 @@
+"""(context, continuation) samples cut from a corpus, the unit of training and evaluation.
+
+A sample is a context of about ``context_tokens`` source tokens and the text that follows it;
+the target scores the first ``continuation_tokens`` of its own tokens of that text. Samples are
+cut deterministically (given a seed) from whole documents, so train and validation samples
+never share a document.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Sample:
+    context: str
+    continuation: str
+    document: int  # index of the document it was cut from (for the deranged control)
+
+
+def read_corpus(path: Path) -> list[str]:
+    """Documents of a corpus file: a .txt file is one document; a .jsonl file has one per line ("text")."""
+    if path.suffix == ".jsonl":
+        with path.open(encoding="utf-8") as fh:
+            return [json.loads(line)["text"] for line in fh if line.strip()]
+    return [path.read_text(encoding="utf-8")]
+
+
+def cut_samples(
+    documents: list[str],
+    tokenizer,
+    *,
+    context_tokens: int,
+    continuation_chars: int = 600,
+    count: int,
+    seed: int = 0,
+) -> list[Sample]:
+    """Up to ``count`` samples, each from a random position of a random document long enough."""
+    rng = random.Random(seed)
+    offsets = [tokenizer(d, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] for d in documents]
+    usable = [i for i, o in enumerate(offsets) if len(o) > context_tokens + 8]
+    samples: list[Sample] = []
+    attempts = 0
+    while usable and len(samples) < count and attempts < count * 20:
+        attempts += 1
+        doc = rng.choice(usable)
+        spans = offsets[doc]
+        start = rng.randrange(0, len(spans) - context_tokens - 4)
+        begin, end = spans[start][0], spans[start + context_tokens - 1][1]
+        continuation = documents[doc][end : end + continuation_chars]
+        if len(continuation.strip()) < continuation_chars // 3:
+            continue
+        samples.append(Sample(documents[doc][begin:end], continuation, doc))
+    return samples

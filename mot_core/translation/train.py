@@ -1,0 +1,225 @@
+"""Training a Mixture-of-Translators for one (source, target) pair, with both LLMs frozen.
+
+Loss per sample: KL(native || translated) on the continuation's next-token distributions (the
+target's own behaviour is the teacher), plus cross-entropy on the continuation tokens, plus an
+auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). Deterministic given
+the seed; resumable from its last checkpoint (weights, optimiser moments and step, all in
+safetensors + JSON); validated periodically on held-out samples.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+from mot_core.cache_ops import to_model_cache
+from mot_core.loading import LoadedModel
+from mot_core.translation.mixture import MixtureTranslator
+from mot_core.translation.objective import (
+    PreparedSample,
+    continuation_logits,
+    kl_per_token,
+    nll_per_token,
+    prepare,
+    rows_model_cache,
+    translated_rows,
+)
+from mot_core.translation.samples import Sample
+from mot_core.translation.translator import TranslatorCard, load_translator
+
+log = logging.getLogger(__name__)
+
+OPTIMIZER_FILE = "optimizer.safetensors"
+STATE_FILE = "train_state.json"
+
+
+@dataclass
+class Recipe:
+    context_tokens: int = 256  # source tokens per training context (inside Gemma-3's 512 window)
+    continuation_tokens: int = 64
+    steps: int = 600
+    lr: float = 2e-3
+    kl_weight: float = 1.0
+    ce_weight: float = 0.2
+    mse_weight: float = 1.0
+    native_tail: int = 4
+    experts: int = 4
+    top_k: int = 2
+    hidden: int = 128
+    stats_samples: int = 16
+    val_every: int = 100
+    val_samples: int = 8
+    seed: int = 0
+
+
+def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
+    width_s = 2 * source.spec.num_kv_heads * source.spec.head_dim
+    width_t = 2 * target.spec.num_kv_heads * target.spec.head_dim
+    card = TranslatorCard(
+        kind=MixtureTranslator.kind,
+        source_model=source.name,
+        target_model=target.name,
+        source_fingerprint=source.fingerprint.id,
+        target_fingerprint=target.fingerprint.id,
+        native_tail=recipe.native_tail,
+        config=dict(
+            source_layers=source.spec.num_layers,
+            source_width=width_s,
+            target_layers=target.spec.num_layers,
+            target_width=width_t,
+            target_windows=list(target.spec.sliding_windows),
+            experts=recipe.experts,
+            top_k=recipe.top_k,
+            hidden=recipe.hidden,
+        ),
+    )
+    translator = MixtureTranslator.from_card(card)
+    src = torch.cat([p.aligned_rows[1:] for p in stats])  # row 0 may be an empty-span BOS
+    tgt = torch.cat([p.native_rows[1:] for p in stats if p.native_rows is not None])
+    translator.source_mean.copy_(src.mean(0))
+    translator.source_std.copy_(src.std(0).clamp_min(1e-4))
+    translator.target_mean.copy_(tgt.mean(0))
+    translator.target_std.copy_(tgt.std(0).clamp_min(1e-4))
+    bos = next((p for p in stats if p.native_rows is not None), None)
+    if bos is not None and target.spec.prepend_bos and bos.target_ids[0, 0] == target.spec.bos_token_id:
+        translator.bos_rows.copy_(bos.native_rows[0])
+    return translator
+
+
+def sample_loss(
+    translator: MixtureTranslator, source: LoadedModel, target: LoadedModel, prepared: PreparedSample, recipe: Recipe
+) -> tuple[torch.Tensor, dict[str, float]]:
+    keep, tail = prepared.keep, prepared.tail_ids
+    with torch.no_grad():
+        teacher = continuation_logits(
+            target, to_model_cache(target, prepared.native_cache), tail, prepared.continuation_ids
+        )
+    rows = translated_rows(translator, prepared, target)
+    student = continuation_logits(
+        target, rows_model_cache(target, rows, prepared.target_ids, keep), tail, prepared.continuation_ids
+    )
+    kl = kl_per_token(teacher, student).mean()
+    ce = nll_per_token(student, prepared.continuation_ids).mean()
+    loss = recipe.kl_weight * kl + recipe.ce_weight * ce
+    parts = {"kl": kl.item(), "ce": ce.item()}
+    if prepared.native_rows is not None and recipe.mse_weight > 0:
+        scale = translator.target_std
+        mse = (((rows[1:keep] - prepared.native_rows[1:keep]) / scale) ** 2).mean()
+        loss = loss + recipe.mse_weight * mse
+        parts["mse"] = mse.item()
+    return loss, parts
+
+
+@torch.no_grad()
+def validate(translator, source: LoadedModel, target: LoadedModel, prepared: list[PreparedSample]) -> dict[str, float]:
+    """Mean NLL per continuation token under native / none / translated, and the retention."""
+    totals = {"native": 0.0, "none": 0.0, "translated": 0.0}
+    count = 0
+    for p in prepared:
+        tail, cont = p.tail_ids, p.continuation_ids
+        caches = {
+            "native": to_model_cache(target, p.native_cache),
+            "none": None,
+            "translated": rows_model_cache(target, translated_rows(translator, p, target), p.target_ids, p.keep),
+        }
+        for name, cache in caches.items():
+            totals[name] += nll_per_token(continuation_logits(target, cache, tail, cont), cont).sum().item()
+        count += cont.shape[-1]
+    nll = {k: v / count for k, v in totals.items()}
+    gap = nll["none"] - nll["native"]
+    return {
+        **{f"nll_{k}": v for k, v in nll.items()},
+        "retention": (nll["none"] - nll["translated"]) / gap if gap > 0 else float("nan"),
+    }
+
+
+def _lr_factor(step: int, steps: int, warmup: int = 20) -> float:
+    """Linear warm-up, then cosine decay to zero."""
+    return min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps))
+
+
+def _save(translator: MixtureTranslator, optimizer: torch.optim.Optimizer, step: int, out: Path) -> None:
+    translator.save(out)
+    names = {id(p): n for n, p in translator.named_parameters()}
+    moments = {}
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            for key, value in optimizer.state.get(param, {}).items():
+                moments[f"{names[id(param)]}|{key}"] = torch.as_tensor(value).detach().contiguous().cpu()
+    save_file(moments, str(out / OPTIMIZER_FILE))
+    (out / STATE_FILE).write_text(json.dumps({"step": step}))
+
+
+def _resume(out: Path, translator: MixtureTranslator, optimizer: torch.optim.Optimizer) -> int:
+    saved = load_translator(out)
+    translator.load_state_dict(saved.state_dict())
+    params = dict(translator.named_parameters())
+    for key, value in load_file(str(out / OPTIMIZER_FILE)).items():
+        name, slot = key.split("|")
+        optimizer.state[params[name]][slot] = value
+    return json.loads((out / STATE_FILE).read_text())["step"]
+
+
+def train_pair(
+    source: LoadedModel,
+    target: LoadedModel,
+    train: list[Sample],
+    validation: list[Sample],
+    recipe: Recipe,
+    out: Path,
+    *,
+    data_card: dict | None = None,
+) -> MixtureTranslator:
+    """Train (or resume) a translator into ``out``; returns it with validation metrics in its card."""
+    random.seed(recipe.seed)
+    torch.manual_seed(recipe.seed)
+    for lm in (source, target):
+        lm.model.requires_grad_(False)
+    started = time.perf_counter()
+    prepare_one = lambda s: prepare(source, target, s, recipe.continuation_tokens, recipe.native_tail)  # noqa: E731
+    stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
+    val = [prepare_one(s) for s in tqdm(validation[: recipe.val_samples], desc="validation set", unit="ctx")]
+    translator = _new_translator(source, target, recipe, stats)
+    optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
+    step, history = 0, []
+    if (out / STATE_FILE).is_file():
+        step = _resume(out, translator, optimizer)
+        history = load_translator(out).card.metrics.get("history", [])
+        log.info("resumed %s at step %d", out, step)
+    bar = tqdm(total=recipe.steps, initial=step, desc=f"train {source.name}->{target.name}", unit="step")
+    while step < recipe.steps:
+        translator.train()
+        prepared = prepare_one(train[step % len(train)])
+        loss, parts = sample_loss(translator, source, target, prepared, recipe)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(translator.parameters(), 1.0)
+        for group in optimizer.param_groups:
+            group["lr"] = recipe.lr * _lr_factor(step, recipe.steps)
+        optimizer.step()
+        step += 1
+        bar.update(1)
+        bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()})
+        if step % recipe.val_every == 0 or step == recipe.steps:
+            translator.eval()
+            metrics = validate(translator, source, target, val)
+            history.append({"step": step, **metrics})
+            log.info("step %d: %s", step, {k: round(v, 4) for k, v in metrics.items()})
+            translator.card.recipe = {**asdict(recipe), "data": data_card or {}}
+            translator.card.metrics = {
+                "validation": history[-1],
+                "history": history,
+                "train_seconds": time.perf_counter() - started,
+            }
+            _save(translator, optimizer, step, out)
+    bar.close()
+    return translator.eval()
