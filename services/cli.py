@@ -212,6 +212,86 @@ def train(
         typer.echo(f"{out}: {translator.card.version} validation {translator.card.metrics.get('validation')}")
 
 
+def _int_list(value: str) -> list[int]:
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+@app.command("eval")
+def evaluate(
+    source: Annotated[str, typer.Option("--source", "-s", help="Source model.")],
+    target: Annotated[str, typer.Option("--target", "-t", help="Target model.")],
+    corpus: Annotated[Path, typer.Option(exists=True, dir_okay=False, help=".txt or .jsonl with a 'text' field.")],
+    checkpoint: Annotated[Path | None, typer.Option(help="Translator dir (default: the shipped one).")] = None,
+    context_tokens: Annotated[str, typer.Option(help="Comma-separated context lengths.")] = "256,1024,2048",
+    samples: Annotated[int, typer.Option(min=1, help="Samples per context length.")] = 200,
+    qa: Annotated[
+        Path | None, typer.Option(exists=True, dir_okay=False, help="QA JSONL (context, question, choices, answer).")
+    ] = None,
+    qa_items: Annotated[int, typer.Option(min=1, help="QA items used.")] = 1000,
+    ridge_contexts: Annotated[
+        int, typer.Option(min=2, help="256-token training contexts the ridge baseline is fitted on.")
+    ] = 130,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="Report directory (report.json, report.md, report.png).")] = Path(
+        "out/eval"
+    ),
+) -> None:
+    """Evaluate a translator on held-out text: native / none / translated / deranged / ridge, side by side.
+
+    Reports NLL, retention, content gain, KL, top-1, greedy-32 match and translation vs prefill time per
+    context length, and QA accuracy / QA retention with --qa. The ridge baseline is fitted on the
+    training split (cached under $MOT_HOME/ridge).
+    """
+    import json
+
+    from mot_core.data import pull_corpus
+    from mot_core.evaluation import evaluate as run_eval
+    from mot_core.evaluation import qa_accuracy, write_report
+    from mot_core.loading import load_model
+    from mot_core.paths import mot_home
+    from mot_core.translation.pairs import context_chunks, fit_ridge
+    from mot_core.translation.samples import cut_samples, read_corpus
+    from mot_core.translation.translator import load_translator
+    from services.engines import resolve_translator_path
+
+    src, tgt = load_model(source), load_model(target)
+    translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, target)))
+    ridge_dir = mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}"
+    if (ridge_dir / "card.json").is_file():
+        ridge = load_translator(ridge_dir)
+    else:
+        train_docs = pull_corpus().texts("train")
+        contexts = [c for doc in train_docs for c in context_chunks(src.tokenizer, doc, 256, max_chunks=2)]
+        ridge = fit_ridge(src, tgt, contexts[:ridge_contexts], native_tail=translator.card.native_tail)
+        ridge.save(ridge_dir)
+    documents = read_corpus(corpus)
+    by_length = {
+        n: cut_samples(documents, src.tokenizer, context_tokens=n, count=samples, seed=seed + n)
+        for n in _int_list(context_tokens)
+    }
+    translators = {"translated": translator, "ridge": ridge}
+    result = run_eval(src, tgt, translators, by_length, native_tail=translator.card.native_tail)
+    qa_result = None
+    if qa is not None:
+        items = [json.loads(line) for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()][:qa_items]
+        qa_result = qa_accuracy(src, tgt, translators, items, native_tail=translator.card.native_tail)
+    meta = {
+        "source": source,
+        "target": target,
+        "translator": translator.card.version,
+        "corpus": str(corpus),
+        "samples": samples,
+        "seed": seed,
+        "ridge_contexts": ridge_contexts,
+    }
+    write_report(out, result, qa_result, meta)
+    typer.echo((out / "report.md").read_text())
+    typer.echo(f"wrote {out}/report.json, report.md, report.png")
+
+
 # --- demo and benchmark -------------------------------------------------------------------------
 
 

@@ -1,0 +1,123 @@
+"""Translators on tiny models of the three architectures: shapes, positions, save/load, training."""
+
+import pytest
+import torch
+
+from mot_core import cache_ops
+from mot_core.evaluation import evaluate
+from mot_core.roundtrip import demo_text
+from mot_core.tiny import tiny_model
+from mot_core.translation.pairs import context_chunks, fit_ridge
+from mot_core.translation.samples import cut_samples
+from mot_core.translation.train import Recipe, sample_loss, train_pair
+from mot_core.translation.translator import load_translator
+
+TEXT = "In 1790 the President addressed Congress on the state of the Union, the militia and the debt."
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_model("llama", seed=0), tiny_model("gemma3_text", seed=1)
+
+
+@pytest.fixture(scope="module")
+def ridge(pair):
+    source, target = pair
+    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=40))
+    return fit_ridge(source, target, contexts, alpha=1e-2, native_tail=2)
+
+
+@pytest.fixture(scope="module")
+def samples(pair):
+    source, _ = pair
+    text = demo_text()
+    train = cut_samples([text[:20000]], source.tokenizer, context_tokens=6, continuation_chars=60, count=40, seed=0)
+    val = cut_samples([text[20000:]], source.tokenizer, context_tokens=6, continuation_chars=60, count=4, seed=1)
+    return train, val
+
+
+@pytest.mark.parametrize("target_arch", ["gemma3_text", "qwen2"])
+def test_translated_cache_loads_into_the_target(target_arch):
+    """GQA, head_dim 64/256 and sliding layers: the output is exactly what the target itself would hold."""
+    source, target = tiny_model("llama", seed=0), tiny_model(target_arch, seed=1)
+    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=20))
+    translator = fit_ridge(source, target, contexts, native_tail=2)
+    text = TEXT * 2  # longer than the tiny Gemma's sliding window of 8
+    source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids)
+    result = translator.translate(source_cache, text, source_spec=source.spec, source_tokenizer=source.tokenizer,
+                                  target_spec=target.spec, target_tokenizer=target.tokenizer)
+    native, _ = cache_ops.prefill(target, result.target_ids[:, : result.cache.seq_len])
+    assert result.cache.seq_len == result.target_ids.shape[-1] - 2 and result.native_ids.shape[-1] == 2
+    assert result.cache.fingerprint == target.fingerprint.id and result.cache.rope_applied
+    for layer in range(target.spec.num_layers):
+        assert result.cache.keys[layer].shape == native.keys[layer].shape
+        assert result.cache.values[layer].dtype == torch.float32
+    # keys carry the target's RoPE at the right positions: un-rotating gives position-free rows
+    # whose BOS row equals the target's own (context-free) BOS row
+    pre = cache_ops.unrotate(result.cache, target.spec)
+    native_pre = cache_ops.unrotate(native, target.spec)
+    full_layer = target.spec.sliding_windows.index(None)
+    torch.testing.assert_close(pre.keys[full_layer][:, :, 0], native_pre.keys[full_layer][:, :, 0], atol=1e-5, rtol=0)
+    logits = cache_ops.next_token_logits(target, result.cache, result.native_ids)
+    assert torch.isfinite(logits).all()
+
+
+def test_foreign_source_cache_is_refused(pair, ridge):
+    source, target = pair
+    other = tiny_model("qwen2")
+    cache, _ = cache_ops.prefill(other, other.tokenizer(TEXT, return_tensors="pt").input_ids)
+    with pytest.raises(Exception, match="expects source"):
+        ridge.translate(cache, TEXT, source_spec=other.spec, source_tokenizer=other.tokenizer,
+                        target_spec=target.spec, target_tokenizer=target.tokenizer)
+
+
+def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
+    source, target = pair
+    train, val = samples
+    recipe = Recipe(context_tokens=6, continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4,
+                    native_tail=2)
+    trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
+    loaded = load_translator(tmp_path / "ck")
+    assert loaded.card.version == trained.card.version and loaded.card.version.startswith("mixture-")
+    for (name, a), (_, b) in zip(trained.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    assert loaded.card.metrics["validation"]["step"] == 3
+
+
+def test_training_reduces_the_loss(pair, samples):
+    source, target = pair
+    train, val = samples
+    recipe = Recipe(context_tokens=6, continuation_tokens=8, steps=40, lr=5e-3, val_every=1000, val_samples=2,
+                    stats_samples=8, native_tail=2)
+    from mot_core.translation.objective import prepare
+    from mot_core.translation.train import _new_translator
+
+    torch.manual_seed(0)
+    fixed = [prepare(source, target, s, 8, 2) for s in train[:8]]
+    translator = _new_translator(source, target, recipe, fixed)
+    optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr)
+
+    def mean_loss() -> float:
+        with torch.no_grad():
+            return sum(sample_loss(translator, source, target, p, recipe)[0].item() for p in fixed) / len(fixed)
+
+    before = mean_loss()
+    for step in range(recipe.steps):
+        loss, _ = sample_loss(translator, source, target, fixed[step % len(fixed)], recipe)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert mean_loss() < 0.9 * before
+
+
+def test_eval_conditions_share_samples(pair, ridge, samples):
+    source, target = pair
+    _, val = samples
+    result = evaluate(source, target, {"translated": ridge, "ridge": ridge}, {6: val[:2]}, native_tail=2,
+                      continuation_tokens=8)
+    rows = {r["condition"]: r for r in result.rows}
+    assert set(rows) == {"native", "none", "translated", "deranged", "ridge"}
+    assert {r["samples"] for r in rows.values()} == {2}
+    assert rows["native"]["kl"] == 0 and rows["native"]["top1"] == 1 and rows["native"]["retention"] == 1
+    assert rows["translated"]["nll"] == rows["ridge"]["nll"]  # same translator, same samples -> same numbers
+    assert "content_gain" in result.per_length[6] and result.per_length[6]["native_prefill_s"] > 0
