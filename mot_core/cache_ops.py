@@ -65,6 +65,30 @@ def to_model_cache(lm: LoadedModel, cache: KVCache) -> DynamicCache:
     return model_cache
 
 
+@torch.inference_mode()
+def replace_head(lm: LoadedModel, cache: KVCache, positions: int = 1) -> KVCache:
+    """Recompute the first ``positions`` tokens natively and put their keys/values into ``cache``.
+
+    Position 0 (BOS or the first token) attends only to itself: its keys/values depend on the
+    token alone, cost one token of compute, and act as the attention sink, so a translated cache
+    gets the target's own. Layers whose window no longer holds those positions are left as they are.
+    """
+    cache.check_owner(lm.fingerprint.id)
+    head, _ = prefill(lm, cache.token_ids[:, :positions])
+    keys, values = list(cache.keys), list(cache.values)
+    for layer in range(cache.num_layers):
+        start = cache.seq_len - cache.kept_len(layer)
+        if start < positions:
+            n = positions - start
+            keys[layer] = torch.cat(
+                (head.keys[layer][:, :, start:].to(keys[layer].dtype), keys[layer][:, :, n:]), dim=2
+            )
+            values[layer] = torch.cat(
+                (head.values[layer][:, :, start:].to(values[layer].dtype), values[layer][:, :, n:]), dim=2
+            )
+    return replace(cache, keys=keys, values=values)
+
+
 def unrotate(cache: KVCache, spec: ArchSpec) -> KVCache:
     """Keys back to pre-RoPE form, each layer with its own RoPE parameters."""
     if not cache.rope_applied:

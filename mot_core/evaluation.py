@@ -23,11 +23,11 @@ from tqdm import tqdm
 from transformers import DynamicCache
 
 from mot_core.alignment import align
-from mot_core.cache_ops import prefill, to_model_cache
+from mot_core.cache_ops import prefill, replace_head, to_model_cache
 from mot_core.loading import LoadedModel
+from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, kv_rows
 from mot_core.translation.objective import (
-    PreparedSample,
     continuation_logits,
     kl_per_token,
     nll_per_token,
@@ -92,8 +92,9 @@ def time_translation(
     started = time.perf_counter()
     again = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
     aligned = align_rows(kv_rows(source_cache, source.spec), again.weights)
-    fake = PreparedSample(again, aligned, target_ids, target_ids[:, :1], keep, source_cache, None)
-    rows_model_cache(target, translated_rows(translator, fake, target), target_ids, keep)
+    rows = translator.predict_rows(aligned)
+    cache = rows_to_cache(rows[:keep], target.spec, target_ids[:, :keep], target.fingerprint.id)
+    to_model_cache(target, replace_head(target, cache))
     return native_s, time.perf_counter() - started
 
 

@@ -168,17 +168,23 @@ def train(
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
-    out_dir: Annotated[Path, typer.Option("--out", help="Checkpoints go to OUT/<source>__<target>.")] = Path(
+    out_dir: Annotated[Path, typer.Option("--out", help="Shipped translators go to OUT/<source>__<target>.")] = Path(
         "checkpoints"
     ),
+    work_dir: Annotated[
+        Path | None, typer.Option(help="Resumable fp32 training state (default: $MOT_HOME/train).")
+    ] = None,
 ) -> None:
     """Train a Mixture-of-Translators per (source, target) pair on the corpus' training split.
 
     Both LLMs stay frozen. Resumable: rerun the same command to continue from the last checkpoint.
     Validation (held-out speeches) runs every --val-every steps and lands in the checkpoint's card.json.
     """
+    import torch
+
     from mot_core.data import pull_corpus
     from mot_core.loading import load_model
+    from mot_core.paths import mot_home
     from mot_core.translation.samples import cut_samples
     from mot_core.translation.train import Recipe, train_pair
 
@@ -205,11 +211,17 @@ def train(
         "train_documents": len(train_docs),
         "validation_documents": len(val_docs),
     }
+    work = work_dir or mot_home() / "train"
     for target in targets:
         tgt = load_model(target, device=device)
-        out = out_dir / pair_name(source, target)
-        translator = train_pair(src, tgt, train_samples, val_samples, recipe, out, data_card=data_card)
-        typer.echo(f"{out}: {translator.card.version} validation {translator.card.metrics.get('validation')}")
+        name = pair_name(source, target)
+        translator = train_pair(src, tgt, train_samples, val_samples, recipe, work / name, data_card=data_card)
+        translator.cpu().save(out_dir / name, dtype=torch.bfloat16)  # shipped: bf16 weights, same card
+        size = (out_dir / name / "translator.safetensors").stat().st_size / 1e6
+        typer.echo(
+            f"{out_dir / name}: {translator.card.version}, {size:.1f} MB, "
+            f"validation {translator.card.metrics.get('validation')}"
+        )
 
 
 def _int_list(value: str) -> list[int]:
@@ -293,6 +305,19 @@ def evaluate(
 
 
 # --- demo and benchmark -------------------------------------------------------------------------
+
+
+@app.command("demo")
+def demo(
+    config: Annotated[
+        Path | None, typer.Option(exists=True, dir_okay=False, help="Service config (default: configs/local.yaml).")
+    ] = None,
+    max_new_tokens: Annotated[int, typer.Option(min=1)] = 24,
+) -> None:
+    """Start the service here, share one RAG context with every target model, compare TTFT, shut down."""
+    from services.demo import DEMO_CONFIG, run_demo
+
+    run_demo(config or DEMO_CONFIG, echo=typer.echo, max_new_tokens=max_new_tokens)
 
 
 @app.command("roundtrip")
@@ -386,7 +411,7 @@ def serve(
     import threading
 
     from services.app import APP_NAME
-    from services.client import MotClient
+    from services.client import MotClient, MotClientError
     from services.runner import REDIS_URL_ENV, LocalService
     from services.store import redact_url
 
@@ -401,13 +426,24 @@ def serve(
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     service = LocalService(config, num_cpus=num_cpus)
     try:
-        with service:
+        try:
+            service.start()
+        except Exception as exc:
+            service.stop()
+            if isinstance(exc, MotError):
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise MotError(f"the service did not start: {first} (Ray's logs: /tmp/ray/session_latest/logs)") from exc
+        try:
             if service.redis is not None:
                 store = "embedded redis-server (private, loopback, password-protected, not persisted)"
             else:
                 store = f"{REDIS_URL_ENV} ({redact_url(os.environ.get(REDIS_URL_ENV, ''))})"
             with MotClient(service.grpc_address) as client:
-                models = client.wait_ready(timeout=ready_timeout) if not stop.is_set() else []
+                try:
+                    models = client.wait_ready(timeout=ready_timeout) if not stop.is_set() else []
+                except MotClientError as exc:
+                    raise MotError(f"the service started but its gRPC proxy does not answer: {exc}") from exc
             typer.echo(f"gRPC address: {service.grpc_address} (port {service.config.grpc_port}, all interfaces)")
             typer.echo(f"application: {APP_NAME} (clients send it as the 'application' metadata)")
             typer.echo(f"redis: {store}")
@@ -417,6 +453,8 @@ def serve(
             typer.echo("ready; Ctrl-C or SIGTERM stops the service")
             while not stop.wait(0.5):
                 pass
+        finally:
+            service.stop()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from mot_core import codec
-from mot_core.cache_ops import prefill, to_model_cache
+from mot_core.cache_ops import prefill, replace_head, to_model_cache
 from mot_core.context_id import context_id as content_id
 from mot_core.context_id import normalize_text
 from mot_core.errors import CodecError, FingerprintMismatchError
@@ -250,10 +250,12 @@ class TargetEngine:
         self.lm = model if model is not None else load_model(self.name)
         self.store, self.limits = store, limits
         self.translate_fn, self.translator_version = translate, translator_version
+        self.translator_name = (spec.translator if isinstance(spec, TargetSpec) else None) or ""
 
     def info(self) -> dict:
         info = model_info(self.lm, "target")
-        info["translator"] = "yes" if self.translate_fn is not None else ""
+        # the checkpoint serving source -> this target (mot.proto ModelInfo.translator), "" if none
+        info["translator"] = (self.translator_name or "yes") if self.translate_fn is not None else ""
         info["translator_version"] = self.translator_version
         return info
 
@@ -274,6 +276,7 @@ class TargetEngine:
                 raise FailedPreconditionError(
                     "translated cache does not match this target's tokenisation of the context"
                 )
+            cache = replace_head(self.lm, cache)  # position 0 (BOS / attention sink) is computed natively
             source = TRANSLATED_FRESH if translate_s > 0 else TRANSLATED_HIT
             return ObtainedCache(
                 to_model_cache(self.lm, cache),

@@ -19,7 +19,8 @@ def rows_to_cache(rows: torch.Tensor, spec: ArchSpec, token_ids: torch.Tensor, f
     keys, values = [], []
     for layer in range(spec.num_layers):
         kept = spec.kept_positions(layer, seq_len)
-        kv = rows[seq_len - kept :, layer].reshape(kept, 2, heads, dim).permute(1, 2, 0, 3)  # [2, H, kept, D]
+        # row layout per head [K_h | V_h] (features.kv_rows) -> [2, H, kept, D]
+        kv = rows[seq_len - kept :, layer].reshape(kept, heads, 2, dim).permute(2, 1, 0, 3)
         keys.append(kv[0][None].contiguous())
         values.append(kv[1][None].contiguous())
     pre_rope = KVCache(keys, values, token_ids.reshape(1, -1), fingerprint, rope_applied=False)

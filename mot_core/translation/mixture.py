@@ -35,7 +35,7 @@ class MixtureTranslator(CacheTranslator):
         top_k: int = 2,
         hidden: int = 128,
     ) -> None:
-        super().__init__(card, target_layers, target_width)
+        super().__init__(card)
         self.top_k, self.target_windows = top_k, list(target_windows)
         lt, ls, fs, ft = target_layers, source_layers, source_width, target_width
         self.layer_logits = nn.Parameter(torch.zeros(lt, ls))

@@ -31,6 +31,7 @@ class PreparedSample:
     keep: int  # context tokens held in a cache; the last ``T_t - keep`` are the native tail
     native_cache: KVCache  # the target's own cache of the first ``keep`` tokens (the upper bound)
     native_rows: torch.Tensor | None  # [keep, L_t, F_t] its pre-RoPE rows (None past a sliding window)
+    head_rows: torch.Tensor  # [L_t, F_t] the target's own row of position 0 (BOS or first token)
 
     @property
     def tail_ids(self) -> torch.Tensor:
@@ -51,15 +52,19 @@ def prepare(
     native_cache, _ = prefill(target, target_ids[:, :keep])
     windows = [w for w in target.spec.sliding_windows if w is not None]
     native_rows = kv_rows(native_cache, target.spec) if not windows or keep < min(windows) else None
-    return PreparedSample(alignment, aligned, target_ids, cont, keep, native_cache, native_rows)
+    head_rows = kv_rows(prefill(target, target_ids[:, :1])[0], target.spec)[0]
+    return PreparedSample(alignment, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows)
 
 
 def translated_rows(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> torch.Tensor:
-    """Predicted pre-RoPE rows with the native BOS row in place (differentiable)."""
+    """Predicted pre-RoPE rows with the native head (position 0) in place (differentiable).
+
+    Position 0 (BOS, or the first token where there is no BOS) sees only itself, so the target
+    computes it natively for the price of one token; it is also the attention sink, which
+    a translator must not get wrong.
+    """
     rows = translator.predict_rows(prepared.aligned_rows)
-    if target.spec.prepend_bos and prepared.target_ids[0, 0] == target.spec.bos_token_id:
-        rows = torch.cat((translator.bos_rows[None].to(rows.dtype), rows[1:]), dim=0)
-    return rows
+    return torch.cat((prepared.head_rows[None].to(rows.dtype), rows[1:]), dim=0)
 
 
 def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.Tensor, keep: int):

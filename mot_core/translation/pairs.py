@@ -26,7 +26,6 @@ from mot_core.translation.translator import TranslatorCard
 class PairRows:
     aligned: torch.Tensor  # [T_t, L_s, F_s]
     target: torch.Tensor  # [T_t, L_t, F_t]
-    has_bos: bool  # row 0 is the target's BOS (context-free: never a translation target)
 
 
 def context_chunks(tokenizer, text: str, tokens: int, *, max_chunks: int | None = None) -> Iterator[str]:
@@ -47,8 +46,7 @@ def pair_rows(source: LoadedModel, target: LoadedModel, text: str) -> PairRows:
     source_cache, _ = prefill(source, alignment.source_ids)
     target_cache, _ = prefill(target, alignment.target_ids)
     aligned = align_rows(kv_rows(source_cache, source.spec), alignment.weights)
-    has_bos = target.spec.prepend_bos and alignment.target_ids[:1] == [target.spec.bos_token_id]
-    return PairRows(aligned, kv_rows(target_cache, target.spec), has_bos)
+    return PairRows(aligned, kv_rows(target_cache, target.spec))
 
 
 def fit_ridge(
@@ -60,17 +58,13 @@ def fit_ridge(
     native_tail: int = 0,
     recipe: dict | None = None,
 ) -> RidgeTranslator:
-    """Closed-form fit on ``contexts`` (training text only); the BOS row is taken natively."""
+    """Closed-form fit on ``contexts`` (training text only); position 0 is left to the target."""
     fitter: RidgeFitter | None = None
-    bos_rows = None
     for text in tqdm(list(contexts), desc=f"ridge {source.name}->{target.name}", unit="ctx"):
         rows = pair_rows(source, target, text)
-        start = 1 if rows.has_bos else 0
-        if rows.has_bos and bos_rows is None:
-            bos_rows = rows.target[0]
         if fitter is None:
             fitter = RidgeFitter(rows.aligned[0].numel(), rows.target[0].numel())
-        fitter.add(rows.aligned[start:], rows.target[start:])
+        fitter.add(rows.aligned[1:], rows.target[1:])  # position 0 is computed natively (replace_head)
     if fitter is None:
         raise ValueError("no contexts to fit on")
     weight, x_mean, y_mean = fitter.solve(alpha)
@@ -94,6 +88,4 @@ def fit_ridge(
     translator.weight.copy_(weight)
     translator.x_mean.copy_(x_mean)
     translator.y_mean.copy_(y_mean)
-    if bos_rows is not None:
-        translator.bos_rows.copy_(bos_rows)
     return translator.eval()

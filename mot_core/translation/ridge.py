@@ -19,7 +19,7 @@ class RidgeTranslator(CacheTranslator):
     def __init__(
         self, card: TranslatorCard, source_layers: int, source_width: int, target_layers: int, target_width: int
     ) -> None:
-        super().__init__(card, target_layers, target_width)
+        super().__init__(card)
         self.target_shape = (target_layers, target_width)
         self.register_buffer("weight", torch.zeros(source_layers * source_width, target_layers * target_width))
         self.register_buffer("x_mean", torch.zeros(source_layers * source_width))

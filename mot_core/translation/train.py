@@ -89,9 +89,6 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
     translator.source_std.copy_(src.std(0).clamp_min(1e-4))
     translator.target_mean.copy_(tgt.mean(0))
     translator.target_std.copy_(tgt.std(0).clamp_min(1e-4))
-    bos = next((p for p in stats if p.native_rows is not None), None)
-    if bos is not None and target.spec.prepend_bos and bos.target_ids[0, 0] == target.spec.bos_token_id:
-        translator.bos_rows.copy_(bos.native_rows[0])
     return translator
 
 

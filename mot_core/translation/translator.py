@@ -3,10 +3,10 @@
 A translator is an ``nn.Module`` that maps aligned source rows ``[T_t, L_s, F_s]`` to target
 rows ``[T_t, L_t, F_t]`` (``predict_rows``). Around that, ``translate`` does what does not
 depend on the translator kind: causal span alignment of the two tokenisations, un-rotating the
-source keys, the native BOS (the target's own BOS keys/values, stored at fit time), leaving the
-last ``native_tail`` context tokens for the target to compute itself, and re-rotating with the
-target's per-layer RoPE. Weights are saved as safetensors next to a JSON card; nothing is ever
-unpickled.
+source keys, leaving the last ``native_tail`` context tokens for the target to compute itself, and
+re-rotating with the target's per-layer RoPE. Position 0 is predicted too, but the target replaces
+it with its own (``cache_ops.replace_head``: one token of compute) before use. Weights are saved
+as safetensors next to a JSON card; nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -66,10 +66,9 @@ KIND_MODULES = {"ridge": "mot_core.translation.ridge", "mixture": "mot_core.tran
 class CacheTranslator(nn.Module):
     kind: ClassVar[str] = ""
 
-    def __init__(self, card: TranslatorCard, target_layers: int, target_width: int) -> None:
+    def __init__(self, card: TranslatorCard) -> None:
         super().__init__()
         self.card = card
-        self.register_buffer("bos_rows", torch.zeros(target_layers, target_width))
 
     @classmethod
     def from_card(cls, card: TranslatorCard) -> CacheTranslator:
@@ -100,17 +99,26 @@ class CacheTranslator(nn.Module):
         if alignment.source_ids != source_cache.token_ids[0].tolist():
             raise MotError("the source cache does not hold this text's tokens (different text or tokenizer)")
         aligned = align_rows(kv_rows(source_cache, source_spec), alignment.weights)
-        rows = self.predict_rows(aligned.to(self.bos_rows.device)).float().cpu()
+        device = next(iter(self.state_dict().values())).device
+        rows = self.predict_rows(aligned.to(device)).float().cpu()
         target_ids = torch.tensor([alignment.target_ids])
-        if target_spec.prepend_bos and alignment.target_ids and alignment.target_ids[0] == target_spec.bos_token_id:
-            rows[0] = self.bos_rows.cpu()
         keep = max(1, rows.shape[0] - self.card.native_tail)
         cache = rows_to_cache(rows[:keep], target_spec, target_ids[:, :keep], self.card.target_fingerprint)
         return TranslationResult(cache, target_ids)
 
-    def save(self, directory: Path) -> Path:
+    def save(self, directory: Path, *, dtype: torch.dtype = torch.float32) -> Path:
+        """Weights (safetensors) + card (JSON). ``dtype=torch.bfloat16`` halves the size for shipping;
+        the module's own floats are rounded first, so what is saved is exactly what this module computes."""
         directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        if dtype != torch.float32:
+            with torch.no_grad():
+                for tensor in self.state_dict().values():
+                    if tensor.is_floating_point():
+                        tensor.copy_(tensor.to(dtype).to(tensor.dtype))
+        tensors = {
+            k: (v.to(dtype) if v.is_floating_point() else v).detach().contiguous().cpu()
+            for k, v in self.state_dict().items()
+        }
         digest = hashlib.sha256()
         for name in sorted(tensors):
             digest.update(name.encode())
@@ -131,7 +139,8 @@ def load_translator(directory: Path | str, device: str | torch.device = "cpu") -
         raise MotError(f"unknown translator kind {card.kind!r}; known: {sorted(KIND_MODULES)}")
     kinds = {cls.kind: cls for cls in _subclasses(importlib.import_module(KIND_MODULES[card.kind]))}
     module = kinds[card.kind].from_card(card)
-    module.load_state_dict(load_file(str(directory / WEIGHTS_FILE), device=str(device)))
+    state = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(directory / WEIGHTS_FILE)).items()}
+    module.load_state_dict(state)
     return module.to(device).eval()
 
 

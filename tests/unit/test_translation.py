@@ -44,21 +44,28 @@ def test_translated_cache_loads_into_the_target(target_arch):
     translator = fit_ridge(source, target, contexts, native_tail=2)
     text = TEXT * 2  # longer than the tiny Gemma's sliding window of 8
     source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids)
-    result = translator.translate(source_cache, text, source_spec=source.spec, source_tokenizer=source.tokenizer,
-                                  target_spec=target.spec, target_tokenizer=target.tokenizer)
+    result = translator.translate(
+        source_cache,
+        text,
+        source_spec=source.spec,
+        source_tokenizer=source.tokenizer,
+        target_spec=target.spec,
+        target_tokenizer=target.tokenizer,
+    )
     native, _ = cache_ops.prefill(target, result.target_ids[:, : result.cache.seq_len])
     assert result.cache.seq_len == result.target_ids.shape[-1] - 2 and result.native_ids.shape[-1] == 2
     assert result.cache.fingerprint == target.fingerprint.id and result.cache.rope_applied
     for layer in range(target.spec.num_layers):
         assert result.cache.keys[layer].shape == native.keys[layer].shape
         assert result.cache.values[layer].dtype == torch.float32
-    # keys carry the target's RoPE at the right positions: un-rotating gives position-free rows
-    # whose BOS row equals the target's own (context-free) BOS row
-    pre = cache_ops.unrotate(result.cache, target.spec)
-    native_pre = cache_ops.unrotate(native, target.spec)
+    # the native head: position 0 (BOS / attention sink) becomes exactly the target's own
+    headed = cache_ops.replace_head(target, result.cache)
     full_layer = target.spec.sliding_windows.index(None)
-    torch.testing.assert_close(pre.keys[full_layer][:, :, 0], native_pre.keys[full_layer][:, :, 0], atol=1e-5, rtol=0)
-    logits = cache_ops.next_token_logits(target, result.cache, result.native_ids)
+    torch.testing.assert_close(headed.keys[full_layer][:, :, 0], native.keys[full_layer][:, :, 0], atol=1e-5, rtol=0)
+    assert not torch.allclose(result.cache.keys[full_layer][:, :, 0], native.keys[full_layer][:, :, 0])
+    # every other position keeps the translation, re-rotated with the target's RoPE at its own position
+    torch.testing.assert_close(headed.keys[full_layer][:, :, 1:], result.cache.keys[full_layer][:, :, 1:])
+    logits = cache_ops.next_token_logits(target, headed, result.native_ids)
     assert torch.isfinite(logits).all()
 
 
@@ -67,15 +74,22 @@ def test_foreign_source_cache_is_refused(pair, ridge):
     other = tiny_model("qwen2")
     cache, _ = cache_ops.prefill(other, other.tokenizer(TEXT, return_tensors="pt").input_ids)
     with pytest.raises(Exception, match="expects source"):
-        ridge.translate(cache, TEXT, source_spec=other.spec, source_tokenizer=other.tokenizer,
-                        target_spec=target.spec, target_tokenizer=target.tokenizer)
+        ridge.translate(
+            cache,
+            TEXT,
+            source_spec=other.spec,
+            source_tokenizer=other.tokenizer,
+            target_spec=target.spec,
+            target_tokenizer=target.tokenizer,
+        )
 
 
 def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     source, target = pair
     train, val = samples
-    recipe = Recipe(context_tokens=6, continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4,
-                    native_tail=2)
+    recipe = Recipe(
+        context_tokens=6, continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4, native_tail=2
+    )
     trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
     loaded = load_translator(tmp_path / "ck")
     assert loaded.card.version == trained.card.version and loaded.card.version.startswith("mixture-")
@@ -87,8 +101,16 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
 def test_training_reduces_the_loss(pair, samples):
     source, target = pair
     train, val = samples
-    recipe = Recipe(context_tokens=6, continuation_tokens=8, steps=40, lr=5e-3, val_every=1000, val_samples=2,
-                    stats_samples=8, native_tail=2)
+    recipe = Recipe(
+        context_tokens=6,
+        continuation_tokens=8,
+        steps=40,
+        lr=5e-3,
+        val_every=1000,
+        val_samples=2,
+        stats_samples=8,
+        native_tail=2,
+    )
     from mot_core.translation.objective import prepare
     from mot_core.translation.train import _new_translator
 
@@ -113,11 +135,26 @@ def test_training_reduces_the_loss(pair, samples):
 def test_eval_conditions_share_samples(pair, ridge, samples):
     source, target = pair
     _, val = samples
-    result = evaluate(source, target, {"translated": ridge, "ridge": ridge}, {6: val[:2]}, native_tail=2,
-                      continuation_tokens=8)
+    result = evaluate(
+        source, target, {"translated": ridge, "ridge": ridge}, {6: val[:2]}, native_tail=2, continuation_tokens=8
+    )
     rows = {r["condition"]: r for r in result.rows}
     assert set(rows) == {"native", "none", "translated", "deranged", "ridge"}
     assert {r["samples"] for r in rows.values()} == {2}
     assert rows["native"]["kl"] == 0 and rows["native"]["top1"] == 1 and rows["native"]["retention"] == 1
     assert rows["translated"]["nll"] == rows["ridge"]["nll"]  # same translator, same samples -> same numbers
     assert "content_gain" in result.per_length[6] and result.per_length[6]["native_prefill_s"] > 0
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3_text"])
+def test_rows_and_caches_convert_both_ways(arch):
+    """kv_rows then rows_to_cache gives the model's own cache back (head and K/V layout included)."""
+    from mot_core.translation.assemble import rows_to_cache
+    from mot_core.translation.features import kv_rows
+
+    lm = tiny_model(arch)
+    ids = lm.tokenizer("The quick brown", return_tensors="pt").input_ids[:, :7]  # inside the tiny Gemma window
+    cache, _ = cache_ops.prefill(lm, ids)
+    rebuilt = rows_to_cache(kv_rows(cache, lm.spec), lm.spec, ids, lm.fingerprint.id)
+    for a, b in zip(rebuilt.keys + rebuilt.values, cache.keys + cache.values, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
