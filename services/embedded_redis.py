@@ -86,13 +86,18 @@ class EmbeddedRedis:
         maxmemory_policy: str = DEFAULT_POLICY,
         startup_timeout: float = 10.0,
         server_path: str | None = None,
+        port: int | None = None,
+        password: str | None = None,
     ) -> None:
+        """``port``/``password``: fixed values (default: a free port and a random password per start),
+        e.g. to restart a stopped server on the same address."""
         if isinstance(maxmemory, int) and maxmemory < 0:
             raise ValueError(f"maxmemory must be >= 0 bytes, got {maxmemory}")
         self.maxmemory = maxmemory
         self.maxmemory_policy = maxmemory_policy
         self.startup_timeout = startup_timeout
         self._server_path = server_path
+        self._fixed_port, self._fixed_password = port, password
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
@@ -120,8 +125,8 @@ class EmbeddedRedis:
 
     def _launch(self, binary: str) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="mot-redis-"))  # mode 0700: only we can read it
-        self.password = secrets.token_hex(24)
-        self.port = _free_loopback_port()
+        self.password = self._fixed_password or secrets.token_hex(24)
+        self.port = self._fixed_port or _free_loopback_port()
         conf = self._dir / "redis.conf"
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:

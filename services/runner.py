@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,8 @@ class LocalService:
         for passthrough in ("MOT_HOME", "MOT_API_TOKEN", "HF_HUB_OFFLINE", "OMP_NUM_THREADS"):
             if os.environ.get(passthrough):
                 env[passthrough] = os.environ[passthrough]
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        sigterm_handler = signal.getsignal(signal.SIGTERM) if in_main_thread else None
         ray.init(
             num_cpus=self.num_cpus,
             include_dashboard=False,
@@ -65,6 +69,10 @@ class LocalService:
             runtime_env={"env_vars": env},
             _metrics_export_port=self.config.metrics_port,
         )
+        if callable(sigterm_handler):
+            # ray.init replaces SIGTERM's handler with its native crash handler, which aborts the process
+            # (leaving Ray's processes and Redis running); keep the caller's, which shuts down cleanly.
+            signal.signal(signal.SIGTERM, sigterm_handler)
         serve.start(
             # Serve's HTTP proxy is unused (the API is gRPC) but runs beside it: keep it on loopback.
             http_options={"host": "127.0.0.1", "port": _free_port(), "location": "HeadOnly"},

@@ -14,3 +14,19 @@ def redis_server():
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def service_models(tmp_path_factory):
+    """Tiny source/target models saved as HF directories and a ridge translator fitted on the spot
+    (a few seconds), shared by the service and client test modules (each starts its own service)."""
+    import torch
+
+    from tests.integration.service_fixtures import build_models_and_translator
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: one thread is fastest, and far faster on a busy machine
+    try:
+        return build_models_and_translator(tmp_path_factory.mktemp("service-models"))
+    finally:
+        torch.set_num_threads(threads)

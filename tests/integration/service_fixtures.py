@@ -45,8 +45,12 @@ def service_config(built: dict) -> dict:
         "grpc_port": free_port(),
         "metrics_port": free_port(),
         "store": {"namespace": "test", "ttl_seconds": 600, "max_bytes": 64 << 20, "chunk_bytes": 1 << 16},
-        "limits": {"max_context_chars": 20_000, "max_context_tokens": 2048, "max_new_tokens": 64,
-                   "max_request_bytes": 64 * 1024},
+        "limits": {
+            "max_context_chars": 20_000,
+            "max_context_tokens": 2048,
+            "max_new_tokens": 64,
+            "max_request_bytes": 64 * 1024,
+        },
     }
 
 
