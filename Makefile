@@ -30,8 +30,8 @@ models: setup  ## pull the three real zoo models (idempotent; ~2 min the first t
 data: setup  ## fetch the training corpus and its train/validation split
 	$(MOT) data pull
 
-demo: models  ## one real context per model through the whole cache round trip
-	$(MOT) roundtrip
+demo: models  ## the service on this machine: one RAG context shared by the target models (TTFT, cache source)
+	$(MOT) demo
 
 test: models  ## the whole suite: unit, integration and the real-model tests (CI runs this)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -39,8 +39,9 @@ test: models  ## the whole suite: unit, integration and the real-model tests (CI
 test-fast: setup  ## unit tests only (tiny models, no downloads), under 2 minutes
 	$(PY) -m pytest -q -m "not real_models" tests/unit $(PYTEST_ARGS)
 
-bench: models  ## prefill vs codec throughput at 1024 tokens, side by side
+bench: models  ## prefill vs codec at 1024 tokens; TTFT translated-hit vs native through gRPC; store MB/s
 	$(MOT) bench --context-tokens 1024
+	$(MOT) bench-service --context-tokens 1024
 
 proto: setup  ## regenerate the gRPC stubs (mot/v1/*_pb2*.py) from proto/mot/v1/mot.proto
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/mot/v1/mot.proto

@@ -461,6 +461,22 @@ def serve(
     typer.echo("stopped")
 
 
+@app.command("bench-service")
+def bench_service(
+    config: Annotated[
+        Path | None, typer.Option(exists=True, dir_okay=False, help="Default: configs/local.yaml.")
+    ] = None,
+    context_tokens: Annotated[int, typer.Option(min=16)] = 1024,
+    repeats: Annotated[int, typer.Option(min=1)] = 3,
+) -> None:
+    """End-to-end TTFT through gRPC: translated-cache hit vs native prefill per target; store MB/s for 20 MB."""
+    from services.bench import bench_store, bench_ttft
+    from services.demo import DEMO_CONFIG
+
+    bench_store(echo=typer.echo)
+    bench_ttft(config or DEMO_CONFIG, context_tokens, repeats, echo=typer.echo)
+
+
 def main() -> None:
     """Console entry point: expected errors become one line, not a traceback."""
     try:

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -233,7 +233,6 @@ class GenerationFacts:
     generated_tokens: int = 0
     finish_reason: str = ""
     translator_version: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 class TargetEngine:

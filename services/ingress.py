@@ -166,7 +166,6 @@ class GrpcIngress:
                 if isinstance(item, str):
                     yield mot_pb2.GenerateResponse(text=item)
                 else:
-                    item.pop("extra", None)
                     item["cache_source"] = _source(item["cache_source"])
                     yield mot_pb2.GenerateResponse(facts=mot_pb2.GenerationFacts(**item))
         except Exception as exc:
