@@ -37,7 +37,7 @@ test: models  ## the whole suite: unit, integration and the real-model tests (CI
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (tiny models, no downloads), under 2 minutes
-	$(PY) -m pytest -q -m "not real_models" tests/unit $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not real_models" tests/unit $(PYTEST_ARGS)
 
 bench: models  ## prefill vs codec at 1024 tokens; TTFT translated-hit vs native through gRPC; store MB/s
 	$(MOT) bench --context-tokens 1024
