@@ -41,4 +41,6 @@ def build_app(args: dict) -> Application:
         )
         for i, t in enumerate(config.targets)
     }
-    return GrpcIngress.options(name="ingress").bind(args, source, targets, translator)
+    # the ingress only validates and routes: it reserves no CPU (Helm values can still give it some)
+    ingress = GrpcIngress.options(name="ingress", ray_actor_options={"num_cpus": 0})
+    return ingress.bind(args, source, targets, translator)
