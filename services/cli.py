@@ -244,7 +244,7 @@ def evaluate(
     ] = None,
     qa_items: Annotated[int, typer.Option(min=1, help="QA items used.")] = 1000,
     ridge_contexts: Annotated[
-        int, typer.Option(min=2, help="256-token training contexts the ridge baseline is fitted on.")
+        int, typer.Option(min=0, help="256-token training contexts the ridge baseline is fitted on (0: no ridge).")
     ] = 130,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Report directory (report.json, report.md, report.png).")] = Path(
@@ -272,7 +272,9 @@ def evaluate(
     src, tgt = load_model(source), load_model(target)
     translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, target)))
     ridge_dir = mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}"
-    if (ridge_dir / "card.json").is_file():
+    if ridge_contexts == 0:
+        ridge = None
+    elif (ridge_dir / "card.json").is_file():
         ridge = load_translator(ridge_dir)
     else:
         train_docs = pull_corpus().texts("train")
@@ -284,7 +286,7 @@ def evaluate(
         n: cut_samples(documents, src.tokenizer, context_tokens=n, count=samples, seed=seed + n)
         for n in _int_list(context_tokens)
     }
-    translators = {"translated": translator, "ridge": ridge}
+    translators = {"translated": translator, **({"ridge": ridge} if ridge is not None else {})}
     result = run_eval(src, tgt, translators, by_length, native_tail=translator.card.native_tail)
     qa_result = None
     if qa is not None:

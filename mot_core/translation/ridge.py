@@ -45,11 +45,11 @@ class RidgeFitter:
         self.rows = 0
 
     def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        x, y = x.reshape(x.shape[0], -1).double(), y.reshape(y.shape[0], -1).double()
-        self.xtx += x.T @ x
-        self.xty += x.T @ y
-        self.x_sum += x.sum(0)
-        self.y_sum += y.sum(0)
+        x, y = x.reshape(x.shape[0], -1).float(), y.reshape(y.shape[0], -1).float()
+        self.xtx += (x.T @ x).double()  # per-batch products in float32 (fast), sums across batches in float64
+        self.xty += (x.T @ y).double()
+        self.x_sum += x.sum(0).double()
+        self.y_sum += y.sum(0).double()
         self.rows += x.shape[0]
 
     def solve(self, alpha: float = 1e-2) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
