@@ -41,7 +41,7 @@ def test_shared_context_through_translated_caches(client):
         assert first.text.strip() and again.text == first.text  # same cache, greedy: same answer
         assert first.facts.context_tokens == native.facts.context_tokens > 100
         scored = client.score(
-            put.context_id, target.name, QUESTION, " the States of Costa Rica and Nicaragua", mode="TRANSLATE"
+            put.context_id, target.name, " the States of Costa Rica and Nicaragua", prompt=QUESTION, mode="TRANSLATE"
         )
         assert scored.cache_source == "TRANSLATED_HIT" and len(scored.tokens) > 3
     assert client.stats().store_entries >= 4  # text, source cache, two translated caches
