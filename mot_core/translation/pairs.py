@@ -68,22 +68,8 @@ def fit_ridge(
     if fitter is None:
         raise ValueError("no contexts to fit on")
     weight, x_mean, y_mean = fitter.solve(alpha)
-    s_layers, t_layers = source.spec.num_layers, target.spec.num_layers
-    card = TranslatorCard(
-        kind=RidgeTranslator.kind,
-        source_model=source.name,
-        target_model=target.name,
-        source_fingerprint=source.fingerprint.id,
-        target_fingerprint=target.fingerprint.id,
-        native_tail=native_tail,
-        config=dict(
-            source_layers=s_layers,
-            source_width=x_mean.numel() // s_layers,
-            target_layers=t_layers,
-            target_width=y_mean.numel() // t_layers,
-        ),
-        recipe={"alpha": alpha, "rows": fitter.rows, **(recipe or {})},
-    )
+    card = TranslatorCard.for_pair(RidgeTranslator.kind, source, target, native_tail)
+    card.recipe = {"alpha": alpha, "rows": fitter.rows, **(recipe or {})}
     translator = RidgeTranslator.from_card(card)
     translator.weight.copy_(weight)
     translator.x_mean.copy_(x_mean)

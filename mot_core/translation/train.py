@@ -62,25 +62,15 @@ class Recipe:
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
-    width_s = 2 * source.spec.num_kv_heads * source.spec.head_dim
-    width_t = 2 * target.spec.num_kv_heads * target.spec.head_dim
-    card = TranslatorCard(
-        kind=MixtureTranslator.kind,
-        source_model=source.name,
-        target_model=target.name,
-        source_fingerprint=source.fingerprint.id,
-        target_fingerprint=target.fingerprint.id,
-        native_tail=recipe.native_tail,
-        config=dict(
-            source_layers=source.spec.num_layers,
-            source_width=width_s,
-            target_layers=target.spec.num_layers,
-            target_width=width_t,
-            target_windows=list(target.spec.sliding_windows),
-            experts=recipe.experts,
-            top_k=recipe.top_k,
-            hidden=recipe.hidden,
-        ),
+    card = TranslatorCard.for_pair(
+        MixtureTranslator.kind,
+        source,
+        target,
+        recipe.native_tail,
+        target_windows=list(target.spec.sliding_windows),
+        experts=recipe.experts,
+        top_k=recipe.top_k,
+        hidden=recipe.hidden,
     )
     translator = MixtureTranslator.from_card(card)
     src = torch.cat([p.aligned_rows[1:] for p in stats])  # row 0 may be an empty-span BOS

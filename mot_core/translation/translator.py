@@ -47,6 +47,25 @@ class TranslatorCard:
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
     version: str = ""  # content hash of the weights, filled in by save()
 
+    @classmethod
+    def for_pair(cls, kind: str, source, target, native_tail: int, **config) -> TranslatorCard:
+        """A card for ``source -> target`` (loaded models); ``config`` adds to the shape both share."""
+        shape = dict(
+            source_layers=source.spec.num_layers,
+            source_width=2 * source.spec.num_kv_heads * source.spec.head_dim,
+            target_layers=target.spec.num_layers,
+            target_width=2 * target.spec.num_kv_heads * target.spec.head_dim,
+        )
+        return cls(
+            kind,
+            source.name,
+            target.name,
+            source.fingerprint.id,
+            target.fingerprint.id,
+            native_tail,
+            config={**shape, **config},
+        )
+
 
 @dataclass
 class TranslationResult:
