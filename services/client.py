@@ -331,15 +331,18 @@ class _CacheAssembler:
 
 
 class _Base:
+    _channels = grpc  # module that makes channels: grpc (blocking) or grpc.aio
+
     def __init__(
         self,
-        address: str,
+        address: str = "localhost:9000",
         *,
-        token: str | None,
-        application: str,
-        timeout: float | None,
-        retry: RetryPolicy | None,
-        options: Sequence[tuple[str, object]],
+        token: str | None = None,
+        application: str = DEFAULT_APPLICATION,
+        timeout: float | None = 60.0,
+        retry: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        options: Sequence[tuple[str, object]] = (),
     ) -> None:
         self.address = address
         self.timeout = timeout
@@ -355,6 +358,11 @@ class _Base:
             ("grpc.max_receive_message_length", 64 << 20),
             *options,
         ]
+        if credentials is None:
+            self._channel = self._channels.insecure_channel(address, options=self._options)
+        else:
+            self._channel = self._channels.secure_channel(address, credentials, options=self._options)
+        self._stub = mot_pb2_grpc.MotCacheStub(self._channel)
 
     def _deadline(self, timeout: float | None) -> float | None:
         timeout = self.timeout if timeout is None else timeout
@@ -464,31 +472,6 @@ class MotClient(_Base):
     (``RetryPolicy(max_attempts=1)`` disables retries). ``credentials``: TLS channel credentials
     (default: plaintext, for loopback or a cluster-internal network).
     """
-
-    def __init__(
-        self,
-        address: str = "localhost:9000",
-        *,
-        token: str | None = None,
-        application: str = DEFAULT_APPLICATION,
-        timeout: float | None = 60.0,
-        retry: RetryPolicy | None = None,
-        credentials: grpc.ChannelCredentials | None = None,
-        options: Sequence[tuple[str, object]] = (),
-    ) -> None:
-        super().__init__(
-            address,
-            token=token,
-            application=application,
-            timeout=timeout,
-            retry=retry,
-            options=options,
-        )
-        if credentials is None:
-            self._channel = grpc.insecure_channel(address, options=self._options)
-        else:
-            self._channel = grpc.secure_channel(address, credentials, options=self._options)
-        self._stub = mot_pb2_grpc.MotCacheStub(self._channel)
 
     def _unary(self, method, request, timeout: float | None):
         deadline, attempt = self._deadline(timeout), 0
@@ -668,30 +651,7 @@ class AsyncMotClient(_Base):
     Create it inside the running event loop; ``async with AsyncMotClient(...) as mot: ...``.
     """
 
-    def __init__(
-        self,
-        address: str = "localhost:9000",
-        *,
-        token: str | None = None,
-        application: str = DEFAULT_APPLICATION,
-        timeout: float | None = 60.0,
-        retry: RetryPolicy | None = None,
-        credentials: grpc.ChannelCredentials | None = None,
-        options: Sequence[tuple[str, object]] = (),
-    ) -> None:
-        super().__init__(
-            address,
-            token=token,
-            application=application,
-            timeout=timeout,
-            retry=retry,
-            options=options,
-        )
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(address, options=self._options)
-        else:
-            self._channel = grpc.aio.secure_channel(address, credentials, options=self._options)
-        self._stub = mot_pb2_grpc.MotCacheStub(self._channel)
+    _channels = grpc.aio
 
     async def _unary(self, method, request, timeout: float | None):
         deadline, attempt = self._deadline(timeout), 0
