@@ -3,7 +3,8 @@
 ``prefill`` runs the model over a context and extracts its cache; ``to_model_cache`` builds the
 model's own ``DynamicCache`` from a ``KVCache`` (refusing caches of other models), so
 ``generate_from_cache`` continues exactly where the prefill stopped; ``unrotate``/``rerotate``
-convert keys between post-RoPE (as cached) and pre-RoPE form.
+convert keys between post-RoPE (as cached) and pre-RoPE form; ``first_layer_kv`` and
+``recompute_positions`` let the target compute part of a context itself on top of a given cache.
 """
 
 from __future__ import annotations
@@ -35,10 +36,14 @@ def extract(lm: LoadedModel, model_cache: DynamicCache, token_ids: torch.Tensor)
 
 @torch.inference_mode()
 def prefill(lm: LoadedModel, token_ids: torch.Tensor | list[int]) -> tuple[KVCache, torch.Tensor]:
-    """Run the model over ``token_ids``; returns the cache and the logits of the last position."""
+    """Run the model over ``token_ids``; returns the cache and the logits of the last position.
+
+    Only the last position goes through the LM head (as in serving engines): with vocabularies of
+    150-260k tokens, the head over every position would cost as much as the layers.
+    """
     ids = _as_batch(token_ids).to(lm.device)
     model_cache = DynamicCache(config=lm.model.config)
-    out = lm.model(input_ids=ids, cache=model_cache, use_cache=True)
+    out = lm.model(input_ids=ids, cache=model_cache, use_cache=True, logits_to_keep=1)
     return extract(lm, model_cache, ids), out.logits[:, -1, :].float()
 
 
@@ -65,6 +70,20 @@ def to_model_cache(lm: LoadedModel, cache: KVCache) -> DynamicCache:
     return model_cache
 
 
+_HEADS: dict[tuple[str, tuple[int, ...]], KVCache] = {}  # (model, head token ids) -> its native cache
+_MAX_HEADS = 1024
+
+
+def _head_cache(lm: LoadedModel, head_ids: torch.Tensor) -> KVCache:
+    """The native cache of a context's first tokens, remembered: with a BOS it is the same every time."""
+    key = (lm.fingerprint.id, tuple(head_ids[0].tolist()))
+    if key not in _HEADS:
+        if len(_HEADS) >= _MAX_HEADS:
+            _HEADS.pop(next(iter(_HEADS)))
+        _HEADS[key] = prefill(lm, head_ids)[0]
+    return _HEADS[key]
+
+
 @torch.inference_mode()
 def replace_head(lm: LoadedModel, cache: KVCache, positions: int = 1) -> KVCache:
     """Recompute the first ``positions`` tokens natively and put their keys/values into ``cache``.
@@ -74,7 +93,7 @@ def replace_head(lm: LoadedModel, cache: KVCache, positions: int = 1) -> KVCache
     gets the target's own. Layers whose window no longer holds those positions are left as they are.
     """
     cache.check_owner(lm.fingerprint.id)
-    head, _ = prefill(lm, cache.token_ids[:, :positions])
+    head = _head_cache(lm, cache.token_ids[:, :positions])
     keys, values = list(cache.keys), list(cache.values)
     for layer in range(cache.num_layers):
         start = cache.seq_len - cache.kept_len(layer)
@@ -87,6 +106,118 @@ def replace_head(lm: LoadedModel, cache: KVCache, positions: int = 1) -> KVCache
                 (head.values[layer][:, :, start:].to(values[layer].dtype), values[layer][:, :, n:]), dim=2
             )
     return replace(cache, keys=keys, values=values)
+
+
+class _StopForward(Exception):
+    """Raised by a hook to end a forward pass once the layers of interest have run."""
+
+
+@torch.inference_mode()
+def first_layer_kv(lm: LoadedModel, token_ids: torch.Tensor | list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target's own layer-0 keys (post-RoPE) and values ``[1, H, T, D]`` for every position.
+
+    Layer 0's keys and values are a function of each token alone (no attention before them), so
+    they are exact for any context, for the price of one layer instead of a prefill.
+    """
+    ids = _as_batch(token_ids).to(lm.device)
+    model_cache = DynamicCache()  # plain layers: every position kept, whatever the layer type
+
+    def stop(*_):
+        raise _StopForward
+
+    first = lm.model.get_decoder().layers[0]
+    output_projection = getattr(first.self_attn, "o_proj", None)
+    if output_projection is not None:  # stop right after attention: skip its output projection and the MLP
+        handle = output_projection.register_forward_pre_hook(stop)
+    else:
+        handle = first.register_forward_hook(stop)
+    try:
+        lm.model.get_decoder()(input_ids=ids, cache=model_cache, use_cache=True)
+    except _StopForward:
+        pass
+    finally:
+        handle.remove()
+    return model_cache.layers[0].keys, model_cache.layers[0].values
+
+
+def _recompute_masks(spec: ArchSpec, seq_len: int, positions: torch.Tensor, attn_implementation: str):
+    """Masks ``[1, 1, m, seq_len + m]`` for the recomputed tokens, one per layer type.
+
+    Query ``j`` (at ``positions[j]``) sees the cached entries before it, except those being
+    recomputed, whose fresh entries (appended after the cache) it sees instead; sliding layers
+    also drop everything outside the window, as the model's own masks do.
+    """
+    key_positions = torch.cat((torch.arange(seq_len), positions))
+    replaced = torch.zeros(seq_len + positions.numel(), dtype=torch.bool)
+    replaced[positions] = True
+    query = positions[:, None]
+    fresh = torch.arange(seq_len + positions.numel()) >= seq_len
+    causal = torch.where(fresh, key_positions <= query, (key_positions < query) & ~replaced)
+    masks = {}
+    for layer_type, window in zip(spec.layer_types, spec.sliding_windows, strict=True):
+        mask = causal if window is None else causal & (key_positions > query - window)
+        if attn_implementation == "eager":
+            mask = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+        masks[layer_type] = mask[None, None]
+    return masks
+
+
+@torch.inference_mode()
+def recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tensor) -> KVCache:
+    """The target computes the tokens at ``positions`` itself, attending over ``cache`` for the rest.
+
+    Their fresh keys/values replace the cached ones (selective recompute in the manner of
+    CacheBlend). ``cache`` must hold every position in every layer (sliding layers included:
+    a recomputed token needs its whole window); trim it with ``to_model_cache`` afterwards.
+    """
+    cache.check_owner(lm.fingerprint.id)
+    if not cache.rope_applied:
+        raise ValueError("keys are pre-RoPE; call rerotate() first")
+    short = [i for i in range(cache.num_layers) if cache.kept_len(i) != cache.seq_len]
+    if short:
+        raise ValueError(f"layers {short} hold only a window tail; recompute needs every position")
+    positions = torch.as_tensor(positions, dtype=torch.long).unique()  # sorted, no repeats
+    if positions.numel() == 0:
+        return cache
+    if int(positions[0]) < 0 or int(positions[-1]) >= cache.seq_len:
+        raise ValueError(f"positions must lie in 0..{cache.seq_len - 1}")
+    param_dtype = next(lm.model.parameters()).dtype
+    model_cache = DynamicCache(
+        ddp_cache_data=[
+            (k.to(lm.device, param_dtype), v.to(lm.device, param_dtype))
+            for k, v in zip(cache.keys, cache.values, strict=True)
+        ]
+    )
+    masks = _recompute_masks(lm.spec, cache.seq_len, positions, lm.model.config._attn_implementation)
+    if len(masks) == 1:  # one layer type: every architecture takes a ready 4-D mask
+        mask = next(iter(masks.values())).to(lm.device)
+    else:  # hybrid models take one mask per layer type
+        mask = {name: m.to(lm.device) for name, m in masks.items()}
+    lm.model.get_decoder()(  # keys/values only: no LM head
+        input_ids=cache.token_ids[:, positions].to(lm.device),
+        position_ids=positions[None].to(lm.device),
+        attention_mask=mask,
+        cache=model_cache,
+        use_cache=True,
+    )
+    keys, values = [], []
+    for old_k, old_v, layer in zip(cache.keys, cache.values, model_cache.layers, strict=True):
+        k, v = old_k.clone(), old_v.clone()
+        k[:, :, positions] = layer.keys[:, :, cache.seq_len :].to(k.device, k.dtype)
+        v[:, :, positions] = layer.values[:, :, cache.seq_len :].to(v.device, v.dtype)
+        keys.append(k)
+        values.append(v)
+    return replace(cache, keys=keys, values=values)
+
+
+def trim_to_windows(cache: KVCache, spec: ArchSpec) -> KVCache:
+    """Drop what sliding-window layers would not keep (what is stored and shipped)."""
+    keep = [spec.kept_positions(i, cache.seq_len) for i in range(cache.num_layers)]
+    return replace(
+        cache,
+        keys=[k[:, :, max(0, k.shape[2] - n) :] for k, n in zip(cache.keys, keep, strict=True)],
+        values=[v[:, :, max(0, v.shape[2] - n) :] for v, n in zip(cache.values, keep, strict=True)],
+    )
 
 
 def unrotate(cache: KVCache, spec: ArchSpec) -> KVCache:
@@ -109,7 +240,7 @@ def rerotate(cache: KVCache, spec: ArchSpec, start: int = 0) -> KVCache:
 def next_token_logits(lm: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor | list[int]) -> torch.Tensor:
     """Logits after feeding ``suffix_ids`` on top of ``cache`` (last position, float32)."""
     suffix = _as_batch(suffix_ids).to(lm.device)
-    out = lm.model(input_ids=suffix, cache=to_model_cache(lm, cache), use_cache=True)
+    out = lm.model(input_ids=suffix, cache=to_model_cache(lm, cache), use_cache=True, logits_to_keep=1)
     return out.logits[:, -1, :].float()
 
 

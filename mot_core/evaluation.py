@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +32,9 @@ from mot_core.translation.objective import (
     kl_per_token,
     nll_per_token,
     prepare,
-    rows_model_cache,
-    translated_rows,
+    translated_cache,
 )
+from mot_core.translation.recompute import blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -56,32 +56,68 @@ def _greedy(target: LoadedModel, model_cache, prefix_ids: torch.Tensor, n: int) 
         model_cache = DynamicCache(config=target.model.config)
     out, inputs = [], prefix_ids.to(target.device)
     for _ in range(n):
-        result = target.model(input_ids=inputs, cache=model_cache, use_cache=True)
+        result = target.model(input_ids=inputs, cache=model_cache, use_cache=True, logits_to_keep=1)
         token = int(result.logits[0, -1].argmax())
         out.append(token)
         inputs = torch.tensor([[token]], device=target.device)
     return out
 
 
-def _caches(target, prepared, other, translators) -> dict[str, Callable[[], object]]:
-    """Builders of each condition's model cache (built lazily: some are timed)."""
-    builders = {"native": lambda: to_model_cache(target, prepared.native_cache), "none": lambda: None}
-    for name, translator in translators.items():
-        builders[name] = lambda t=translator: rows_model_cache(
-            target, translated_rows(t, prepared, target), prepared.target_ids, prepared.keep
+@dataclass(frozen=True)
+class Variant:
+    """How a translated condition is built: which translator, and what the target recomputes itself."""
+
+    translator: str = "translated"
+    recompute: float | None = None  # None: pure translation (recompute.blend otherwise)
+    selection: str = "error"
+
+
+def sweep_variants(operating_point: float | None, fractions: Sequence[float]) -> dict[str, Variant]:
+    """Extra conditions: the recompute fractions of the sweep, and random selection at the operating point."""
+    variants = {f"recompute@{f:g}": Variant(recompute=f) for f in fractions}
+    if operating_point:
+        variants[f"random@{operating_point:g}"] = Variant(recompute=operating_point, selection="random")
+    return variants
+
+
+def _condition_caches(target, prepared, other, translators, operating_point, sweep) -> dict[str, Callable[[], object]]:
+    """Builders of each condition's ``KVCache`` (None: no cache), evaluated lazily."""
+
+    def build(p, variant):
+        return translated_cache(
+            translators[variant.translator], p, target, recompute=variant.recompute, selection=variant.selection
         )
-    if "translated" in translators and other is not None:
-        builders["deranged"] = lambda: rows_model_cache(
-            target, translated_rows(translators["translated"], other, target), other.target_ids, other.keep
-        )
+
+    builders = {"native": lambda: prepared.native_cache, "none": lambda: None}
+    if "translated" in translators:
+        builders["translated"] = lambda: build(prepared, Variant(recompute=operating_point))
+        if other is not None:
+            builders["deranged"] = lambda: build(other, Variant(recompute=operating_point))
+    if "ridge" in translators:
+        builders["ridge"] = lambda: build(prepared, Variant("ridge"))
+    for name, variant in sweep.items():
+        builders[name] = lambda v=variant: build(prepared, v)
     return builders
+
+
+def _model_cache(target: LoadedModel, cache):
+    return None if cache is None else to_model_cache(target, cache)
 
 
 @torch.no_grad()
 def time_translation(
-    source: LoadedModel, target: LoadedModel, translator: CacheTranslator, sample: Sample, native_tail: int
-) -> tuple[float, float]:
-    """(native prefill seconds, translation seconds) for one context, measured back to back."""
+    source: LoadedModel,
+    target: LoadedModel,
+    translator: CacheTranslator,
+    sample: Sample,
+    native_tail: int,
+    fractions: dict[str, float | None],
+) -> tuple[float, dict[str, float]]:
+    """Native prefill seconds and, per label, translation seconds (recompute included), back to back.
+
+    Translation is everything the target would otherwise prefill for: alignment, the translator,
+    assembling the cache, its native head, the recompute, and loading it into the model.
+    """
     alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
     source_cache, _ = prefill(source, alignment.source_ids)
     target_ids = torch.tensor([alignment.target_ids])
@@ -89,13 +125,22 @@ def time_translation(
     started = time.perf_counter()
     prefill(target, target_ids[:, :keep])
     native_s = time.perf_counter() - started
-    started = time.perf_counter()
-    again = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
-    aligned = align_rows(kv_rows(source_cache, source.spec), again.weights)
-    rows = translator.predict_rows(aligned)
-    cache = rows_to_cache(rows[:keep], target.spec, target_ids[:, :keep], target.fingerprint.id)
-    to_model_cache(target, replace_head(target, cache))
-    return native_s, time.perf_counter() - started
+    translate_s = {}
+    for label, fraction in fractions.items():
+        started = time.perf_counter()
+        again = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
+        aligned = align_rows(kv_rows(source_cache, source.spec), again.to_sparse())
+        blended = fraction is not None
+        rows = translator.inference_rows(aligned, all_positions=blended)[:keep]
+        ids = target_ids[:, :keep]
+        cache = replace_head(
+            target, rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=blended)
+        )
+        if blended:
+            cache = blend(target, cache, fraction)
+        to_model_cache(target, cache)
+        translate_s[label] = time.perf_counter() - started
+    return native_s, translate_s
 
 
 @dataclass
@@ -112,55 +157,81 @@ def evaluate(
     *,
     native_tail: int,
     continuation_tokens: int = 64,
+    operating_point: float | None = None,
+    sweep: Sequence[float] = (),
 ) -> EvalResult:
-    """NLL, retention, KL, top-1 and greedy match per (context length, condition)."""
+    """NLL, retention, KL, top-1 and greedy match per (context length, condition).
+
+    ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
+    translation); each fraction of ``sweep`` adds a ``recompute@f`` condition and its timing.
+    """
+    variants = sweep_variants(operating_point, sweep) if "translated" in translators else {}
+    timed = {"translated": operating_point} | {
+        name: v.recompute for name, v in variants.items() if v.selection == "error"
+    }
     rows, per_length = [], {}
     for length, samples in samples_by_length.items():
         prepared = [
             prepare(source, target, s, continuation_tokens, native_tail)
             for s in tqdm(samples, desc=f"prepare {length} tok", unit="ctx")
         ]
-        sums = {c: {"nll": 0.0, "kl": 0.0, "top1": 0.0, "greedy": 0.0} for c in CONDITIONS}
+        sums: dict[str, dict[str, float]] = {}
         tokens, greedy_total, timings = 0, 0, []
         for i, p in enumerate(tqdm(prepared, desc=f"score {length} tok", unit="ctx")):
             other = prepared[(i + 1) % len(prepared)] if len(prepared) > 1 else None
-            builders = _caches(target, p, other, translators)
-            logits = {c: continuation_logits(target, b(), p.tail_ids, p.continuation_ids) for c, b in builders.items()}
-            greedy = {c: _greedy(target, b(), p.tail_ids, GREEDY_TOKENS) for c, b in builders.items()}
+            builders = _condition_caches(target, p, other, translators, operating_point, variants)
+            caches = {c: b() for c, b in builders.items()}
+            logits = {
+                c: continuation_logits(target, _model_cache(target, kv), p.tail_ids, p.continuation_ids)
+                for c, kv in caches.items()
+            }
+            greedy = {
+                c: _greedy(target, _model_cache(target, kv), p.tail_ids, GREEDY_TOKENS) for c, kv in caches.items()
+            }
             for c, lg in logits.items():
-                sums[c]["nll"] += nll_per_token(lg, p.continuation_ids).sum().item()
-                sums[c]["kl"] += kl_per_token(logits["native"], lg).sum().item()
-                sums[c]["top1"] += (lg.argmax(-1) == logits["native"].argmax(-1)).sum().item()
-                sums[c]["greedy"] += sum(a == b for a, b in zip(greedy[c], greedy["native"], strict=True))
+                acc = sums.setdefault(c, {"nll": 0.0, "kl": 0.0, "top1": 0.0, "greedy": 0.0})
+                acc["nll"] += nll_per_token(lg, p.continuation_ids).sum().item()
+                acc["kl"] += kl_per_token(logits["native"], lg).sum().item()
+                acc["top1"] += (lg.argmax(-1) == logits["native"].argmax(-1)).sum().item()
+                acc["greedy"] += sum(a == b for a, b in zip(greedy[c], greedy["native"], strict=True))
             tokens += p.continuation_ids.shape[-1]
             greedy_total += GREEDY_TOKENS
             if "translated" in translators:
-                timings.append(time_translation(source, target, translators["translated"], samples[i], native_tail))
-        present = [c for c in CONDITIONS if c in builders]
+                timings.append(
+                    time_translation(source, target, translators["translated"], samples[i], native_tail, timed)
+                )
+        present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
         nll = {c: sums[c]["nll"] / tokens for c in present}
+        native_s = statistics.median(t[0] for t in timings) if timings else None
+        translate_s = {label: statistics.median(t[1][label] for t in timings) for label in timed} if timings else {}
         length_rows = []
         for c in present:
-            length_rows.append(
-                {
-                    "context_tokens": length,
-                    "condition": c,
-                    "nll": nll[c],
-                    "retention": retention(nll["none"], nll[c], nll["native"]),
-                    "kl": sums[c]["kl"] / tokens,
-                    "top1": sums[c]["top1"] / tokens,
-                    "greedy_match": sums[c]["greedy"] / greedy_total,
-                    "samples": len(prepared),
-                }
-            )
+            row = {
+                "context_tokens": length,
+                "condition": c,
+                "nll": nll[c],
+                "retention": retention(nll["none"], nll[c], nll["native"]),
+                "kl": sums[c]["kl"] / tokens,
+                "top1": sums[c]["top1"] / tokens,
+                "greedy_match": sums[c]["greedy"] / greedy_total,
+                "samples": len(prepared),
+            }
+            if c in variants:
+                row["recompute"] = variants[c].recompute
+                row["selection"] = variants[c].selection
+            label = c if c in translate_s else ("translated" if c.startswith("random@") else None)
+            if label is not None and native_s:
+                row["cost_ratio"] = translate_s[label] / native_s
+            length_rows.append(row)
         rows += length_rows
         ret = {r["condition"]: r["retention"] for r in length_rows}
-        info = {"samples": len(prepared), "continuation_tokens": tokens}
+        info = {"samples": len(prepared), "continuation_tokens": tokens, "recompute": operating_point}
         if "translated" in ret and "deranged" in ret:
             info["content_gain"] = ret["translated"] - ret["deranged"]
         if timings:
-            info["native_prefill_s"] = statistics.median(t[0] for t in timings)
-            info["translate_s"] = statistics.median(t[1] for t in timings)
-            info["translate_over_prefill"] = info["translate_s"] / info["native_prefill_s"]
+            info["native_prefill_s"] = native_s
+            info["translate_s"] = translate_s["translated"]
+            info["translate_over_prefill"] = info["translate_s"] / native_s
         per_length[length] = info
     return EvalResult(rows, per_length)
 
@@ -173,20 +244,24 @@ def qa_accuracy(
     items: list[dict],
     *,
     native_tail: int,
+    operating_point: float | None = None,
+    sweep: Sequence[float] = (),
 ) -> dict[str, float]:
     """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md)."""
-    correct = {c: 0 for c in QA_CONDITIONS if c in ("native", "none") or c in translators}
+    variants = sweep_variants(operating_point, sweep) if "translated" in translators else {}
+    wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
+    correct = dict.fromkeys(wanted, 0)
     for item in tqdm(items, desc="qa", unit="item"):
         p = prepare(source, target, Sample(item["context"], " ", -1), 1, native_tail)
         prompt = f"\nQuestion: {item['question']}\nAnswer:"
         prompt_ids = target.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        builders = _caches(target, p, None, translators)
+        builders = _condition_caches(target, p, None, translators, operating_point, variants)
         for c in correct:
-            scores = []
+            cache, scores = builders[c](), []
             for choice in item["choices"]:
                 choice_ids = target.tokenizer(" " + choice, add_special_tokens=False, return_tensors="pt")["input_ids"]
                 cont = torch.cat((prompt_ids, choice_ids), dim=-1)
-                logits = continuation_logits(target, builders[c](), p.tail_ids, cont)
+                logits = continuation_logits(target, _model_cache(target, cache), p.tail_ids, cont)
                 logprobs = -nll_per_token(logits, cont)[-choice_ids.shape[-1] :]
                 scores.append(logprobs.mean().item())
             predicted = item["choices"][max(range(len(scores)), key=scores.__getitem__)]
@@ -207,18 +282,26 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         for condition, accuracy in qa.items():
             rows.append({"condition": condition, "qa_accuracy": accuracy})
         gap = qa["native"] - qa["none"]
-        report["qa_retention"] = (qa["translated"] - qa["none"]) / gap if "translated" in qa and gap > 0 else None
+        by_condition = {
+            c: (a - qa["none"]) / gap if gap > 0 else None for c, a in qa.items() if c not in ("native", "none")
+        }
+        report["qa_retention"] = by_condition.get("translated")
+        report["qa_retention_by_condition"] = by_condition
     (out / "report.json").write_text(json.dumps(report, indent=2))
     lines = [
         f"# Translator evaluation: {meta.get('source')} -> {meta.get('target')}",
         "",
-        "| context tokens | condition | NLL | retention | KL | top-1 | greedy match |",
-        "|---|---|---|---|---|---|---|",
+        f"Operating point: recompute fraction {meta.get('recompute')} (None: pure translation). "
+        "cost = translation incl. recompute / native prefill, same samples, same run.",
+        "",
+        "| context tokens | condition | NLL | retention | KL | top-1 | greedy match | cost |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in result.rows:
+        cost = f"{r['cost_ratio']:.3f}" if "cost_ratio" in r else ""
         lines.append(
             f"| {r['context_tokens']} | {r['condition']} | {r['nll']:.3f} | {r['retention']:.3f} | "
-            f"{r['kl']:.3f} | {r['top1']:.3f} | {r['greedy_match']:.3f} |"
+            f"{r['kl']:.3f} | {r['top1']:.3f} | {r['greedy_match']:.3f} | {cost} |"
         )
     lines += [
         "",
@@ -232,8 +315,11 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
             f"{info.get('translate_over_prefill', float('nan')):.3f} |"
         )
     if qa is not None:
-        lines += ["", "| QA condition | accuracy |", "|---|---|"] + [f"| {c} | {a:.3f} |" for c, a in qa.items()]
-        lines += ["", f"QA retention: {report['qa_retention']}"]
+        lines += ["", "| QA condition | accuracy | QA retention |", "|---|---|---|"]
+        for c, a in qa.items():
+            qa_ret = report["qa_retention_by_condition"].get(c)
+            lines.append(f"| {c} | {a:.3f} | {'' if qa_ret is None else f'{qa_ret:.3f}'} |")
+        lines += ["", f"QA retention (translated): {report['qa_retention']}"]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     _plot(out / "report.png", result, meta)
 
@@ -244,7 +330,7 @@ def _plot(path: Path, result: EvalResult, meta: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
     lengths = sorted(result.per_length)
     for condition in ("translated", "deranged", "ridge"):
         points = [(r["context_tokens"], r["retention"]) for r in result.rows if r["condition"] == condition]
@@ -259,6 +345,21 @@ def _plot(path: Path, result: EvalResult, meta: dict) -> None:
     ax2.axhline(0.25, color="red", lw=0.8, ls="--", label="bar: 0.25x")
     ax2.set(xlabel="context tokens", ylabel="translation time / native prefill", title="cost")
     ax2.legend()
+    for length in lengths:
+        sweep = sorted(
+            (r["recompute"], r["retention"], r.get("cost_ratio"))
+            for r in result.rows
+            if r["context_tokens"] == length and r.get("selection") == "error"
+        )
+        if sweep:
+            ax3.plot([f for f, _, _ in sweep], [q for _, q, _ in sweep], marker="o", label=f"{length} tok: retention")
+            ax3.plot(
+                [f for f, _, _ in sweep], [c or 0 for *_, c in sweep], ls=":", marker="x", label=f"{length} tok: cost"
+            )
+    ax3.axhline(0.8, color="grey", lw=0.8, ls="--")
+    ax3.set(xlabel="fraction of tokens recomputed by the target", ylabel="retention / cost ratio", title="quality knob")
+    if ax3.lines[1:]:
+        ax3.legend(fontsize=7)
     fig.suptitle(f"{meta.get('source')} -> {meta.get('target')}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -77,7 +77,8 @@ def stream_generate(
     inputs, emitted = suffix_ids.to(lm.device), ""
     state.finish_reason = "length"
     for _ in range(sampling.max_new_tokens):
-        logits = lm.model(input_ids=inputs, cache=model_cache, use_cache=True).logits[:, -1, :].float().cpu()
+        logits = lm.model(input_ids=inputs, cache=model_cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+        logits = logits.float().cpu()
         history = torch.tensor([state.token_ids], dtype=torch.long)
         scores = processors(history, logits)
         if sampling.temperature > 0:

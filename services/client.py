@@ -38,6 +38,7 @@ import grpc
 import grpc.aio
 
 from mot.v1 import mot_pb2, mot_pb2_grpc
+from services.deadline import TIMEOUT_METADATA
 
 __all__ = [
     "AsyncGenerationStream",
@@ -377,6 +378,14 @@ class _Base:
             raise MotClientError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call")
         return left
 
+    def _call_options(self, deadline: float | None) -> dict:
+        """Metadata and timeout of one attempt. The time left also travels as ``mot-timeout-ms``
+        metadata: Ray Serve's proxy does not forward gRPC deadlines, so the service reads its budget
+        from there and stops work nobody waits for (DEADLINE_EXCEEDED)."""
+        left = self._remaining(deadline)
+        metadata = self._metadata if left is None else (*self._metadata, (TIMEOUT_METADATA, str(int(left * 1000))))
+        return {"metadata": metadata, "timeout": left}
+
     def _should_retry(self, exc: grpc.RpcError, attempt: int, deadline: float | None) -> float | None:
         """Seconds to wait before retrying a failed attempt (UNAVAILABLE, attempts and time left), or None."""
         if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt + 1 >= self.retry.max_attempts:
@@ -418,9 +427,7 @@ class GenerationStream:
         client, pieces, facts, attempt = self._client, [], None, 0
         while True:
             received = False
-            self._call = client._stub.Generate(
-                self._request, metadata=client._metadata, timeout=client._remaining(self._deadline)
-            )
+            self._call = client._stub.Generate(self._request, **client._call_options(self._deadline))
             try:
                 for message in self._call:
                     received = True
@@ -477,7 +484,7 @@ class MotClient(_Base):
         deadline, attempt = self._deadline(timeout), 0
         while True:
             try:
-                return method(request, metadata=self._metadata, timeout=self._remaining(deadline))
+                return method(request, **self._call_options(deadline))
             except grpc.RpcError as exc:
                 wait = self._should_retry_unary(exc, attempt, deadline)
                 if wait is None:
@@ -542,7 +549,7 @@ class MotClient(_Base):
         while True:
             assembler = _CacheAssembler()
             try:
-                for chunk in self._stub.GetCache(request, metadata=self._metadata, timeout=self._remaining(deadline)):
+                for chunk in self._stub.GetCache(request, **self._call_options(deadline)):
                     assembler.add(chunk)
                 return assembler.result()
             except grpc.RpcError as exc:  # nothing was handed out yet: retrying from the start is safe
@@ -605,9 +612,7 @@ class AsyncGenerationStream:
         client, pieces, facts, attempt = self._client, [], None, 0
         while True:
             received = False
-            self._call = client._stub.Generate(
-                self._request, metadata=client._metadata, timeout=client._remaining(self._deadline)
-            )
+            self._call = client._stub.Generate(self._request, **client._call_options(self._deadline))
             try:
                 async for message in self._call:
                     received = True
@@ -657,7 +662,7 @@ class AsyncMotClient(_Base):
         deadline, attempt = self._deadline(timeout), 0
         while True:
             try:
-                return await method(request, metadata=self._metadata, timeout=self._remaining(deadline))
+                return await method(request, **self._call_options(deadline))
             except grpc.RpcError as exc:
                 wait = self._should_retry_unary(exc, attempt, deadline)
                 if wait is None:
@@ -716,7 +721,7 @@ class AsyncMotClient(_Base):
         while True:
             assembler = _CacheAssembler()
             try:
-                call = self._stub.GetCache(request, metadata=self._metadata, timeout=self._remaining(deadline))
+                call = self._stub.GetCache(request, **self._call_options(deadline))
                 async for chunk in call:
                     assembler.add(chunk)
                 return assembler.result()

@@ -19,6 +19,7 @@ from mot_core.generation import Sampling
 from mot_core.loading import load_model_meta
 from mot_core.translation.translator import TranslatorCard
 from services.config import Placement, load_config
+from services.deadline import Deadline
 from services.engines import (
     GenerationFacts,
     SourceEngine,
@@ -95,8 +96,10 @@ class TranslatorDeployment:
     def _fetch_source(self, context_id: str, known_text: str | None) -> bytes:
         return self.source.source_cache.remote(context_id, known_text).result()
 
-    def translate(self, context_id: str, target: str, known_text: str | None = None) -> tuple[bytes, float]:
-        blob, seconds = self.engine.translate(context_id, target, known_text)
+    def translate(
+        self, context_id: str, target: str, known_text: str | None = None, budget_s: float | None = None
+    ) -> tuple[bytes, float]:
+        blob, seconds = self.engine.translate(context_id, target, known_text, Deadline(budget_s))
         if seconds > 0:
             self.metrics.observe("translate", seconds)
             self.metrics.stored(len(blob))
@@ -117,7 +120,8 @@ class TargetDeployment:
             self.store,
             config.limits,
             self._translate if card is not None else None,
-            translator_version=card.version if card else "",
+            translator_card=card,
+            storage_dtype=config.store.storage_dtype,
         )
         if card is not None and card.target_fingerprint != self.engine.lm.fingerprint.id:
             raise InvalidArgumentError(
@@ -126,14 +130,22 @@ class TargetDeployment:
             )
         self.metrics = ServiceMetrics(name)
 
-    def _translate(self, context_id: str, target: str, known_text: str | None) -> tuple[bytes, float]:
-        return self.translator.translate.remote(context_id, target, known_text).result()
+    def _translate(
+        self, context_id: str, target: str, known_text: str | None, budget_s: float | None
+    ) -> tuple[bytes, float]:
+        return self.translator.translate.remote(context_id, target, known_text, budget_s).result()
 
     def generate(
-        self, context_id: str, prompt: str, mode: str, sampling: dict, known_text: str | None = None
+        self,
+        context_id: str,
+        prompt: str,
+        mode: str,
+        sampling: dict,
+        known_text: str | None = None,
+        budget_s: float | None = None,
     ) -> Iterator[str | dict]:
-        facts = None
-        for item in self.engine.generate(context_id, prompt, mode, Sampling(**sampling), known_text):
+        facts, deadline = None, Deadline(budget_s)
+        for item in self.engine.generate(context_id, prompt, mode, Sampling(**sampling), known_text, deadline):
             if isinstance(item, GenerationFacts):
                 facts = item
                 yield asdict(item)
@@ -143,13 +155,23 @@ class TargetDeployment:
             self.metrics.count(f"cache_{facts.cache_source.lower()}")
             self.metrics.observe("ttft", facts.ttft_ms / 1000)
 
-    def score(self, context_id: str, prompt: str, continuation: str, mode: str, known_text: str | None = None) -> dict:
-        reply = self.engine.score(context_id, prompt, continuation, mode, known_text)
+    def score(
+        self,
+        context_id: str,
+        prompt: str,
+        continuation: str,
+        mode: str,
+        known_text: str | None = None,
+        budget_s: float | None = None,
+    ) -> dict:
+        reply = self.engine.score(context_id, prompt, continuation, mode, known_text, Deadline(budget_s))
         self.metrics.count(f"cache_{reply['cache_source'].lower()}")
         return reply
 
-    def get_cache(self, context_id: str, known_text: str | None = None) -> tuple[bytes, str]:
-        return self.engine.get_cache(context_id, known_text)
+    def get_cache(
+        self, context_id: str, known_text: str | None = None, budget_s: float | None = None
+    ) -> tuple[bytes, str]:
+        return self.engine.get_cache(context_id, known_text, Deadline(budget_s))
 
     def info(self) -> dict:
         return self.engine.info()

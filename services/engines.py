@@ -13,22 +13,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mot_core import codec
-from mot_core.cache_ops import prefill, replace_head, to_model_cache
+from mot_core.cache_ops import prefill, replace_head, to_model_cache, trim_to_windows
 from mot_core.context_id import context_id as content_id
 from mot_core.context_id import normalize_text
 from mot_core.errors import CodecError, FingerprintMismatchError
 from mot_core.generation import Sampling, StreamState, score_continuation, stream_generate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel, ModelMeta, load_model
+from mot_core.translation.recompute import blend
 from mot_core.translation.translator import CARD_FILE, CacheTranslator, TranslatorCard, load_translator
 from services.config import Limits, ServiceConfig, StoreConfig, TargetSpec
-from services.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError
+from services.deadline import NO_DEADLINE, Deadline
+from services.errors import DeadlineExceededError, FailedPreconditionError, InvalidArgumentError, NotFoundError
 from services.store import CacheStore, StoreUnavailableError, source_key, text_key, translated_key
 
 log = logging.getLogger(__name__)
@@ -154,6 +157,26 @@ class SourceEngine:
         }
 
 
+class KeyedLocks:
+    """One lock per cache key: concurrent requests for the same entry wait for the first one's result."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def hold(self, key: str, deadline: Deadline, doing: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        left = deadline.remaining()
+        if not lock.acquire(timeout=-1 if left is None else left):
+            raise DeadlineExceededError(f"deadline exceeded while waiting for the same {doing} in progress")
+        try:
+            yield
+        finally:
+            lock.release()
+
+
 class TranslatorEngine:
     """All translators from the source to each target; a translation of one (context, target) runs once.
 
@@ -173,21 +196,18 @@ class TranslatorEngine:
     ):
         self.source, self.targets, self.translators = source, targets, translators
         self.store, self.store_config, self.fetch_source = store, store_config, fetch_source
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
+        self._locks = KeyedLocks()
 
-    def _lock_for(self, key: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(key, threading.Lock())
-
-    def translate(self, ctx: str, target: str, known_text: str | None = None) -> tuple[bytes, float]:
+    def translate(
+        self, ctx: str, target: str, known_text: str | None = None, deadline: Deadline = NO_DEADLINE
+    ) -> tuple[bytes, float]:
         """The encoded translated cache and the seconds spent translating (0.0: it was stored)."""
         translator = self.translators.get(target)
         if translator is None:
             raise FailedPreconditionError(f"no translator from {self.source.name} to {target}")
         card = translator.card
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, card.version)
-        with self._lock_for(key):  # concurrent requests for the same key wait for the first one
+        with self._locks.hold(key, deadline, "translation"):
             existing = self.store.get(key)
             if decode_or_drop(self.store, key, existing, card.target_fingerprint) is not None:
                 return existing, 0.0
@@ -242,14 +262,19 @@ class TargetEngine:
         model: LoadedModel | None,
         store: CacheStore,
         limits: Limits,
-        translate: Callable[[str, str, str | None], tuple[bytes, float]] | None,
-        translator_version: str = "",
+        translate: Callable[[str, str, str | None, float | None], tuple[bytes, float]] | None,
+        translator_card: TranslatorCard | None = None,
+        storage_dtype: str = "bfloat16",
     ):
         self.name = spec.name if isinstance(spec, TargetSpec) else spec
         self.lm = model if model is not None else load_model(self.name)
-        self.store, self.limits = store, limits
-        self.translate_fn, self.translator_version = translate, translator_version
+        self.store, self.limits, self.storage_dtype = store, limits, storage_dtype
+        self.translate_fn, self.card = translate, translator_card
+        self.translator_version = translator_card.version if translator_card is not None else ""
+        # the translator's operating point: this share of the context is recomputed here (recompute.blend)
+        self.recompute = translator_card.recompute_fraction if translator_card is not None else None
         self.translator_name = (spec.translator if isinstance(spec, TargetSpec) else None) or ""
+        self._locks = KeyedLocks()
 
     def info(self) -> dict:
         info = model_info(self.lm, "target")
@@ -261,7 +286,53 @@ class TargetEngine:
     def _context_ids(self, text: str) -> torch.Tensor:
         return self.lm.tokenizer(text, return_tensors="pt")["input_ids"]
 
-    def obtain(self, ctx: str, mode: str, known_text: str | None = None) -> ObtainedCache:
+    def _decode_translated(self, blob: bytes, ids: torch.Tensor) -> KVCache:
+        cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)
+        if not torch.equal(cache.token_ids[0], ids[0, : cache.seq_len]):
+            raise FailedPreconditionError("translated cache does not match this target's tokenisation of the context")
+        return cache
+
+    def translated_cache(
+        self, ctx: str, text: str, ids: torch.Tensor, deadline: Deadline = NO_DEADLINE
+    ) -> tuple[KVCache, bytes, bool]:
+        """The translated cache as this model uses it, its stored blob, and whether it was made now.
+
+        Position 0 (BOS / attention sink) is always the target's own. At the translator's operating
+        point the target also recomputes that share of the context over the translation, once:
+        the blended cache is stored under its own key (translator version + fraction).
+        """
+        deadline.check("translation")
+        if self.recompute is None:
+            blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
+            return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
+        card = self.card
+        version = f"{card.version}+recompute{self.recompute:g}"
+        key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
+        with self._locks.hold(key, deadline, "recompute"):
+            stored = self.store.get(key)
+            cache = decode_or_drop(self.store, key, stored, self.lm.fingerprint.id)
+            if cache is not None and torch.equal(cache.token_ids[0], ids[0, : cache.seq_len]):
+                return cache, stored, False
+            blob, _ = self.translate_fn(ctx, self.name, text, deadline.remaining())
+            translated = replace_head(self.lm, self._decode_translated(blob, ids))
+            deadline.check("recompute")
+            started = time.perf_counter()
+            blob = codec.encode(
+                trim_to_windows(blend(self.lm, translated, self.recompute), self.lm.spec), self.storage_dtype
+            )
+            self.store.put(key, blob)
+            cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
+            log.info(
+                "recomputed %.0f%% of %s natively in %.3f s",
+                100 * self.recompute,
+                ctx[:12],
+                time.perf_counter() - started,
+            )
+            return cache, blob, True
+
+    def obtain(
+        self, ctx: str, mode: str, known_text: str | None = None, deadline: Deadline = NO_DEADLINE
+    ) -> ObtainedCache:
         started = time.perf_counter()
         if mode == NONE:
             bos = [self.lm.spec.bos_token_id] if self.lm.spec.prepend_bos else []
@@ -269,14 +340,8 @@ class TargetEngine:
         text = read_context_text(self.store, ctx, known_text)
         ids = self._context_ids(text)
         if mode in (AUTO, TRANSLATE) and self.translate_fn is not None:
-            blob, translate_s = self.translate_fn(ctx, self.name, text)
-            cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)
-            if not torch.equal(cache.token_ids[0], ids[0, : cache.seq_len]):
-                raise FailedPreconditionError(
-                    "translated cache does not match this target's tokenisation of the context"
-                )
-            cache = replace_head(self.lm, cache)  # position 0 (BOS / attention sink) is computed natively
-            source = TRANSLATED_FRESH if translate_s > 0 else TRANSLATED_HIT
+            cache, _, fresh = self.translated_cache(ctx, text, ids, deadline)
+            source = TRANSLATED_FRESH if fresh else TRANSLATED_HIT
             return ObtainedCache(
                 to_model_cache(self.lm, cache),
                 ids[:, cache.seq_len :],
@@ -287,6 +352,7 @@ class TargetEngine:
             )
         if mode == TRANSLATE:
             raise FailedPreconditionError(f"no translator serves target {self.name}; use mode AUTO or NATIVE")
+        deadline.check("native prefill")
         cache, _ = prefill(self.lm, ids[:, :-1])
         return ObtainedCache(
             to_model_cache(self.lm, cache), ids[:, -1:], ids.shape[-1], NATIVE_PREFILL, time.perf_counter() - started
@@ -300,14 +366,20 @@ class TargetEngine:
         return self.lm.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
 
     def generate(
-        self, ctx: str, prompt: str, mode: str, sampling: Sampling, known_text: str | None = None
+        self,
+        ctx: str,
+        prompt: str,
+        mode: str,
+        sampling: Sampling,
+        known_text: str | None = None,
+        deadline: Deadline = NO_DEADLINE,
     ) -> Iterator[str | GenerationFacts]:
         """Yields text pieces, then one ``GenerationFacts``."""
         started = time.perf_counter()
         if sampling.max_new_tokens > self.limits.max_new_tokens:
             raise InvalidArgumentError(f"max_new_tokens {sampling.max_new_tokens} exceeds {self.limits.max_new_tokens}")
         prompt_ids = self._prompt_ids(prompt)
-        obtained = self.obtain(ctx, mode, known_text)
+        obtained = self.obtain(ctx, mode, known_text, deadline)
         suffix = torch.cat((obtained.native_ids, prompt_ids), dim=-1)
         if suffix.shape[-1] == 0:
             raise InvalidArgumentError("prompt is empty and no context token is left to generate from")
@@ -320,6 +392,7 @@ class TargetEngine:
         )
         state = StreamState()
         for piece in stream_generate(self.lm, obtained.model_cache, suffix, sampling, state):
+            deadline.check("the next token")
             if not facts.ttft_ms:
                 facts.ttft_ms = (time.perf_counter() - started) * 1000
             yield piece
@@ -329,12 +402,21 @@ class TargetEngine:
             facts.ttft_ms = facts.total_ms
         yield facts
 
-    def score(self, ctx: str, prompt: str, continuation: str, mode: str, known_text: str | None = None) -> dict:
+    def score(
+        self,
+        ctx: str,
+        prompt: str,
+        continuation: str,
+        mode: str,
+        known_text: str | None = None,
+        deadline: Deadline = NO_DEADLINE,
+    ) -> dict:
         if not continuation:
             raise InvalidArgumentError("continuation is empty")
         prompt_ids = self._prompt_ids(prompt)
         cont_ids = self._prompt_ids(continuation)
-        obtained = self.obtain(ctx, mode, known_text)
+        obtained = self.obtain(ctx, mode, known_text, deadline)
+        deadline.check("scoring")
         prefix = torch.cat((obtained.native_ids, prompt_ids), dim=-1)
         if prefix.shape[-1] == 0:  # no BOS, no context, no prompt: the first token cannot be scored
             prefix, cont_ids = cont_ids[:, :1], cont_ids[:, 1:]
@@ -345,12 +427,12 @@ class TargetEngine:
         ]
         return {"tokens": tokens, "total_logprob": float(logprobs.sum()), "cache_source": obtained.source}
 
-    def get_cache(self, ctx: str, known_text: str | None = None) -> tuple[bytes, str]:
+    def get_cache(self, ctx: str, known_text: str | None = None, deadline: Deadline = NO_DEADLINE) -> tuple[bytes, str]:
         if self.translate_fn is None:
             raise FailedPreconditionError(f"no translator serves target {self.name}")
         text = read_context_text(self.store, ctx, known_text)
-        blob, translate_s = self.translate_fn(ctx, self.name, text)
-        return blob, TRANSLATED_FRESH if translate_s > 0 else TRANSLATED_HIT
+        _, blob, fresh = self.translated_cache(ctx, text, self._context_ids(text), deadline)
+        return blob, TRANSLATED_FRESH if fresh else TRANSLATED_HIT
 
 
 def load_translators(config: ServiceConfig) -> dict[str, CacheTranslator]:

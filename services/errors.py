@@ -21,3 +21,7 @@ class FailedPreconditionError(MotError):
 
 class UnauthenticatedError(MotError):
     """A token is configured and the request did not carry it."""
+
+
+class DeadlineExceededError(MotError):
+    """The caller's budget ran out; the work was stopped rather than finished for nobody."""

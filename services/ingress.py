@@ -10,7 +10,7 @@ import hmac
 import logging
 import os
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator
 
 import grpc
@@ -23,7 +23,9 @@ from mot.v1 import mot_pb2
 from mot_core.context_id import join_documents, normalize_text
 from mot_core.errors import CodecError, FingerprintMismatchError, MotError
 from services.config import load_config
+from services.deadline import Deadline
 from services.errors import (
+    DeadlineExceededError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
@@ -40,6 +42,7 @@ _CONTEXT_ID = re.compile(r"^[0-9a-f]{64}$")
 
 _STATUS = (  # most specific first
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+    (DeadlineExceededError, grpc.StatusCode.DEADLINE_EXCEEDED),
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
     (InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
     (FailedPreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -84,6 +87,7 @@ class GrpcIngress:
         # Texts of recent contexts: lets native requests go on while the store is down.
         self._texts: OrderedDict[str, str] = OrderedDict()
         self._texts_chars = 0
+        self._counts: Counter[str] = Counter()  # requests served by this ingress replica, for Stats
 
     def _remember(self, context_id: str, text: str) -> None:
         if context_id in self._texts:
@@ -99,10 +103,16 @@ class GrpcIngress:
 
     def _fail(self, context: RayServegRPCContext, exc: BaseException) -> None:
         code, details = status_for(exc)
+        self._counts[f"error_{code.name.lower()}"] += 1
         if code == grpc.StatusCode.INTERNAL:
             log.exception("request failed", exc_info=exc)
         context.set_code(code)
         context.set_details(details)
+
+    @staticmethod
+    def _budget(context: RayServegRPCContext) -> float | None:
+        """Seconds the caller still waits (``mot-timeout-ms``), handed to the deployments as their budget."""
+        return Deadline.from_metadata(context.invocation_metadata()).remaining()
 
     def _check(
         self, request, context: RayServegRPCContext, *, context_id: str | None = None, target: str | None = None
@@ -136,6 +146,7 @@ class GrpcIngress:
             text = request.text if kind == "text" else join_documents(list(request.documents.documents))
             reply = await self.source.put_context.remote(text)
             self._remember(reply["context_id"], normalize_text(text))
+            self._counts["put_context_cached" if reply["already_cached"] else "put_context_prefilled"] += 1
             return mot_pb2.PutContextResponse(**reply)
         except Exception as exc:
             self._fail(grpc_context, exc)
@@ -161,11 +172,12 @@ class GrpcIngress:
             if mode == "NONE":
                 raise InvalidArgumentError("mode NONE is for Score only")
             handle = self.targets[request.target_model].options(stream=True)
-            known = self._texts.get(request.context_id)
-            async for item in handle.generate.remote(request.context_id, request.prompt, mode, sampling, known):
+            known, budget = self._texts.get(request.context_id), self._budget(grpc_context)
+            async for item in handle.generate.remote(request.context_id, request.prompt, mode, sampling, known, budget):
                 if isinstance(item, str):
                     yield mot_pb2.GenerateResponse(text=item)
                 else:
+                    self._counts[f"generate_{item['cache_source'].lower()}"] += 1
                     item["cache_source"] = _source(item["cache_source"])
                     yield mot_pb2.GenerateResponse(facts=mot_pb2.GenerationFacts(**item))
         except Exception as exc:
@@ -181,7 +193,9 @@ class GrpcIngress:
                 request.continuation,
                 _mode(request.mode),
                 self._texts.get(request.context_id),
+                self._budget(grpc_context),
             )
+            self._counts[f"score_{reply['cache_source'].lower()}"] += 1
             return mot_pb2.ScoreResponse(
                 tokens=[mot_pb2.TokenScore(**t) for t in reply["tokens"]],
                 total_logprob=reply["total_logprob"],
@@ -195,7 +209,9 @@ class GrpcIngress:
         try:
             self._check(request, grpc_context, context_id=request.context_id, target=request.target_model)
             target = self.targets[request.target_model]
-            blob, source = await target.get_cache.remote(request.context_id, self._texts.get(request.context_id))
+            blob, source = await target.get_cache.remote(
+                request.context_id, self._texts.get(request.context_id), self._budget(grpc_context)
+            )
             info = await target.info.remote()
             total = max(1, -(-len(blob) // CHUNK_BYTES))
             for index in range(total):
@@ -240,12 +256,12 @@ class GrpcIngress:
             try:
                 stats = await self.source.stats.remote()
             except StoreUnavailableError:
-                return mot_pb2.StatsResponse(store_available=False)
+                return mot_pb2.StatsResponse(store_available=False, counters=dict(self._counts))
             return mot_pb2.StatsResponse(
                 store_entries=stats["entries"],
                 store_bytes=stats["bytes"],
                 store_budget_bytes=stats["max_bytes"],
-                counters={k: stats[k] for k in ("hits", "misses", "evictions")},
+                counters={**{f"store_{k}": stats[k] for k in ("hits", "misses", "evictions")}, **self._counts},
                 store_available=True,
             )
         except Exception as exc:

@@ -76,7 +76,11 @@ class LocalService:
         serve.start(
             # Serve's HTTP proxy is unused (the API is gRPC) but runs beside it: keep it on loopback.
             http_options={"host": "127.0.0.1", "port": _free_port(), "location": "HeadOnly"},
-            grpc_options=gRPCOptions(port=self.config.grpc_port, grpc_servicer_functions=GRPC_SERVICER_FUNCTIONS),
+            grpc_options=gRPCOptions(
+                port=self.config.grpc_port,
+                grpc_servicer_functions=GRPC_SERVICER_FUNCTIONS,
+                enable_reflection=True,  # grpcurl / Postman discover mot.v1 without the .proto
+            ),
         )
         serve.run(build_app(self.args), name=APP_NAME, route_prefix=ROUTE_PREFIX)
         log.info(

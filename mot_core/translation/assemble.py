@@ -9,16 +9,19 @@ from mot_core.cache_ops import rerotate
 from mot_core.kv_cache import KVCache
 
 
-def rows_to_cache(rows: torch.Tensor, spec: ArchSpec, token_ids: torch.Tensor, fingerprint: str) -> KVCache:
+def rows_to_cache(
+    rows: torch.Tensor, spec: ArchSpec, token_ids: torch.Tensor, fingerprint: str, *, all_positions: bool = False
+) -> KVCache:
     """``rows [T, L_t, 2*H*D]`` (pre-RoPE) -> post-RoPE cache at positions ``0..T-1``.
 
     Sliding-window layers keep only the positions the target itself would keep, so translation
-    never computes what the target would throw away.
+    never computes what the target would throw away; ``all_positions`` keeps every position
+    (for selective recompute, which trims afterwards).
     """
     seq_len, heads, dim = rows.shape[0], spec.num_kv_heads, spec.head_dim
     keys, values = [], []
     for layer in range(spec.num_layers):
-        kept = spec.kept_positions(layer, seq_len)
+        kept = seq_len if all_positions else spec.kept_positions(layer, seq_len)
         # row layout per head [K_h | V_h] (features.kv_rows) -> [2, H, kept, D]
         kv = rows[seq_len - kept :, layer].reshape(kept, heads, 2, dim).permute(2, 1, 0, 3)
         keys.append(kv[0][None].contiguous())

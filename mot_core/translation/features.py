@@ -30,7 +30,13 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
 
 
 def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``."""
+    """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``.
+
+    Pass ``Alignment.to_sparse()``: each target token overlaps a few source tokens, so the sparse
+    product costs a few rows per token where the dense one costs ``T_t * T_s``.
+    """
     t_s, layers, width = source_rows.shape
     weights = weights.to(device=source_rows.device, dtype=source_rows.dtype)
-    return (weights @ source_rows.reshape(t_s, layers * width)).reshape(-1, layers, width)
+    flat = source_rows.reshape(t_s, layers * width)
+    mixed = torch.sparse.mm(weights, flat) if weights.is_sparse else weights @ flat
+    return mixed.reshape(-1, layers, width)

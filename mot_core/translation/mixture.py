@@ -64,10 +64,11 @@ class MixtureTranslator(CacheTranslator):
         experts = torch.einsum("tleh,leho->tleo", hidden * gates[..., None], self.w_out[layers])
         return out + experts.sum(dim=2)
 
-    def predict_rows(self, aligned: torch.Tensor) -> torch.Tensor:
+    def predict_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
         """Aligned source rows ``[T, Ls, Fs]`` -> pre-RoPE target rows ``[T, Lt, Ft]``.
 
-        Rows a sliding-window layer will not keep are left at zero (never loaded by the target).
+        Rows a sliding-window layer will not keep are left at zero (never loaded by the target)
+        unless ``all_positions`` (selective recompute needs each recomputed token's whole window).
         """
         seq_len = aligned.shape[0]
         x = (aligned - self.source_mean) / self.source_std
@@ -75,7 +76,7 @@ class MixtureTranslator(CacheTranslator):
         rows = aligned.new_zeros(seq_len, *self.target_mean.shape)
         for window in sorted({w for w in self.target_windows}, key=lambda w: (w is not None, w or 0)):
             layers = torch.tensor([i for i, w in enumerate(self.target_windows) if w == window], device=x.device)
-            kept = seq_len if window is None else min(seq_len, window - 1)
+            kept = seq_len if window is None or all_positions else min(seq_len, window - 1)
             mixed = torch.einsum("tsf,ls->tlf", x[seq_len - kept :], mix[layers])
             pred = self._layers(mixed, layers) * self.target_std[layers] + self.target_mean[layers]
             rows = rows.index_put((torch.arange(seq_len - kept, seq_len, device=x.device)[:, None], layers[None]), pred)

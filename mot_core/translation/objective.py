@@ -18,6 +18,7 @@ from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, kv_rows
+from mot_core.translation.recompute import blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -44,7 +45,7 @@ def prepare(
 ) -> PreparedSample:
     alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
     source_cache, _ = prefill(source, alignment.source_ids)
-    aligned = align_rows(kv_rows(source_cache, source.spec), alignment.weights)
+    aligned = align_rows(kv_rows(source_cache, source.spec), alignment.to_sparse())
     target_ids = torch.tensor([alignment.target_ids])
     cont = target.tokenizer(sample.continuation, add_special_tokens=False, return_tensors="pt")["input_ids"]
     cont = cont[:, :continuation_tokens]
@@ -56,15 +57,39 @@ def prepare(
     return PreparedSample(alignment, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows)
 
 
-def translated_rows(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> torch.Tensor:
+def translated_rows(
+    translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel, *, all_positions: bool = False
+) -> torch.Tensor:
     """Predicted pre-RoPE rows with the native head (position 0) in place (differentiable).
 
     Position 0 (BOS, or the first token where there is no BOS) sees only itself, so the target
     computes it natively for the price of one token; it is also the attention sink, which
     a translator must not get wrong.
     """
-    rows = translator.predict_rows(prepared.aligned_rows)
+    rows = translator.predict_rows(prepared.aligned_rows, all_positions=all_positions)
     return torch.cat((prepared.head_rows[None].to(rows.dtype), rows[1:]), dim=0)
+
+
+@torch.no_grad()
+def translated_cache(
+    translator: CacheTranslator,
+    prepared: PreparedSample,
+    target: LoadedModel,
+    *,
+    recompute: float | None = None,
+    selection: str = "error",
+) -> KVCache:
+    """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
+
+    ``recompute=None`` is pure translation; ``0.0`` makes layer 0 exact; ``f > 0`` also recomputes
+    ``f`` of the tokens natively (``recompute.blend``).
+    """
+    blended = recompute is not None
+    rows = translator.inference_rows(prepared.aligned_rows, all_positions=blended)[: prepared.keep]
+    rows[0] = prepared.head_rows  # the native head, as in translated_rows
+    ids = prepared.target_ids[:, : prepared.keep]
+    cache = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=blended)
+    return blend(target, cache, recompute, selection=selection) if blended else cache
 
 
 def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.Tensor, keep: int):

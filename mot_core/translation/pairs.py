@@ -45,7 +45,7 @@ def pair_rows(source: LoadedModel, target: LoadedModel, text: str) -> PairRows:
     alignment = align(source.tokenizer, target.tokenizer, text, causal=True)
     source_cache, _ = prefill(source, alignment.source_ids)
     target_cache, _ = prefill(target, alignment.target_ids)
-    aligned = align_rows(kv_rows(source_cache, source.spec), alignment.weights)
+    aligned = align_rows(kv_rows(source_cache, source.spec), alignment.to_sparse())
     return PairRows(aligned, kv_rows(target_cache, target.spec))
 
 

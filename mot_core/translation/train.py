@@ -14,7 +14,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -22,6 +22,7 @@ from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from mot_core.cache_ops import to_model_cache
+from mot_core.errors import MotError
 from mot_core.loading import LoadedModel
 from mot_core.translation.mixture import MixtureTranslator
 from mot_core.translation.objective import (
@@ -44,7 +45,7 @@ STATE_FILE = "train_state.json"
 
 @dataclass
 class Recipe:
-    context_tokens: int = 256  # source tokens per training context (inside Gemma-3's 512 window)
+    context_tokens: list[int] = field(default_factory=lambda: [256])  # source tokens per context; several alternate
     continuation_tokens: int = 64
     steps: int = 600
     lr: float = 2e-3
@@ -59,6 +60,7 @@ class Recipe:
     val_every: int = 100
     val_samples: int = 8
     seed: int = 0
+    init: str = ""  # translator checkpoint to start from (fine-tuning), "" for a fresh one
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -80,6 +82,17 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
     translator.target_mean.copy_(tgt.mean(0))
     translator.target_std.copy_(tgt.std(0).clamp_min(1e-4))
     return translator
+
+
+def _initial_translator(path: str, source: LoadedModel, target: LoadedModel) -> MixtureTranslator:
+    """A trained translator to fine-tune; it must be a mixture for exactly this pair."""
+    translator = load_translator(path)
+    card = translator.card
+    if not isinstance(translator, MixtureTranslator):
+        raise MotError(f"{path} is a {card.kind!r} translator; fine-tuning needs a mixture")
+    if (card.source_fingerprint, card.target_fingerprint) != (source.fingerprint.id, target.fingerprint.id):
+        raise MotError(f"{path} translates {card.source_model}->{card.target_model}, not {source.name}->{target.name}")
+    return translator.to(source.device).train()
 
 
 def sample_loss(
@@ -175,7 +188,10 @@ def train_pair(
     prepare_one = lambda s: prepare(source, target, s, recipe.continuation_tokens, recipe.native_tail)  # noqa: E731
     stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
     val = [prepare_one(s) for s in tqdm(validation[: recipe.val_samples], desc="validation set", unit="ctx")]
-    translator = _new_translator(source, target, recipe, stats)
+    if recipe.init:
+        translator = _initial_translator(recipe.init, source, target)
+    else:
+        translator = _new_translator(source, target, recipe, stats)
     optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
     step, history = 0, []
     if (out / STATE_FILE).is_file():

@@ -42,6 +42,9 @@ class TranslatorCard:
     source_fingerprint: str
     target_fingerprint: str
     native_tail: int = 0
+    # the shipped operating point of the quality knob: fraction of context tokens the target
+    # recomputes itself (recompute.blend); None: pure translation
+    recompute_fraction: float | None = None
     config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
     recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
@@ -94,9 +97,20 @@ class CacheTranslator(nn.Module):
         """An untrained module of the shape the card describes (weights are loaded after)."""
         raise NotImplementedError
 
-    def predict_rows(self, aligned: torch.Tensor) -> torch.Tensor:
-        """Aligned source rows ``[T_t, L_s, F_s]`` -> pre-RoPE target rows ``[T_t, L_t, F_t]``."""
+    def predict_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
+        """Aligned source rows ``[T_t, L_s, F_s]`` -> pre-RoPE target rows ``[T_t, L_t, F_t]``.
+
+        Sliding-window layers may skip the positions the target will not keep, unless ``all_positions``.
+        """
         raise NotImplementedError
+
+    @torch.no_grad()
+    def inference_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
+        """``predict_rows`` for serving: bfloat16 matmuls where the hardware has them (about 1.5x faster
+        on CPUs with bf16 units; relative error ~0.3%, below the codec's bfloat16 rounding), float32 out."""
+        fast = aligned.device.type == "cuda" or torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        with torch.autocast(aligned.device.type, dtype=torch.bfloat16, enabled=fast):
+            return self.predict_rows(aligned, all_positions=all_positions).float()
 
     @torch.no_grad()
     def translate(
@@ -109,6 +123,11 @@ class CacheTranslator(nn.Module):
         target_spec: ArchSpec,
         target_tokenizer,
     ) -> TranslationResult:
+        """Translate ``source_cache`` (of ``text``) into the target's cache space.
+
+        With an operating point (``card.recompute_fraction``), sliding layers hold every position:
+        the target's recompute (``recompute.blend``) needs them and trims afterwards.
+        """
         if source_cache.fingerprint != self.card.source_fingerprint:
             raise FingerprintMismatchError(
                 f"translator {self.card.source_model}->{self.card.target_model} expects source "
@@ -117,12 +136,15 @@ class CacheTranslator(nn.Module):
         alignment = align(source_tokenizer, target_tokenizer, text, causal=True)
         if alignment.source_ids != source_cache.token_ids[0].tolist():
             raise MotError("the source cache does not hold this text's tokens (different text or tokenizer)")
-        aligned = align_rows(kv_rows(source_cache, source_spec), alignment.weights)
+        aligned = align_rows(kv_rows(source_cache, source_spec), alignment.to_sparse())
         device = next(iter(self.state_dict().values())).device
-        rows = self.predict_rows(aligned.to(device)).float().cpu()
+        all_positions = self.card.recompute_fraction is not None
+        rows = self.inference_rows(aligned.to(device), all_positions=all_positions).cpu()
         target_ids = torch.tensor([alignment.target_ids])
         keep = max(1, rows.shape[0] - self.card.native_tail)
-        cache = rows_to_cache(rows[:keep], target_spec, target_ids[:, :keep], self.card.target_fingerprint)
+        cache = rows_to_cache(
+            rows[:keep], target_spec, target_ids[:, :keep], self.card.target_fingerprint, all_positions=all_positions
+        )
         return TranslationResult(cache, target_ids)
 
     def save(self, directory: Path, *, dtype: torch.dtype = torch.float32) -> Path:

@@ -604,3 +604,10 @@ def test_deployment_docs_cover_the_chart():
 def test_vendored_crd_keeps_its_source_note():
     note = (CRD_FILE.parent / "SOURCE.md").read_text(encoding="utf-8")
     assert "ray-project/kuberay" in note and "ray.io_rayservices.yaml" in note
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_grpc_reflection_is_set_explicitly(enabled):
+    """Ray Serve enables reflection unless told otherwise, so the chart always says which."""
+    r = render({"serve": {"grpcReflection": enabled}})
+    assert r.serve_config["grpc_options"]["enable_reflection"] is enabled

@@ -3,6 +3,8 @@ translator fitted on the spot, real Redis, real Ray Serve, real gRPC on loopback
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from mot.v1 import mot_pb2_grpc
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import save_tiny, tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
+from mot_core.translation.translator import CARD_FILE, WEIGHTS_FILE
 from services.app import APP_NAME
 
 METADATA = (("application", APP_NAME),)
@@ -33,12 +36,23 @@ def build_models_and_translator(root: Path) -> dict:
     return {"dirs": dirs, "translator": root / "ridge-llama-gemma3"}
 
 
-def service_config(built: dict) -> dict:
+def with_operating_point(translator: Path, fraction: float, out: Path) -> Path:
+    """A copy of a translator checkpoint whose card ships a recompute fraction (the quality knob)."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(translator / WEIGHTS_FILE, out / WEIGHTS_FILE)
+    card = json.loads((translator / CARD_FILE).read_text())
+    (out / CARD_FILE).write_text(json.dumps({**card, "recompute_fraction": fraction}))
+    return out
+
+
+def service_config(built: dict, translator: Path | None = None) -> dict:
+    """The test service; ``translator`` replaces the ridge one (e.g. with an operating point)."""
     zero = {"num_cpus": 0, "num_gpus": 0}
+    translator = translator or built["translator"]
     return {
         "source": {"name": str(built["dirs"]["llama"]), "placement": zero},
         "targets": [
-            {"name": str(built["dirs"]["gemma3_text"]), "translator": str(built["translator"]), "placement": zero},
+            {"name": str(built["dirs"]["gemma3_text"]), "translator": str(translator), "placement": zero},
             {"name": str(built["dirs"]["qwen2"]), "placement": zero},
         ],
         "translator_placement": zero,

@@ -20,11 +20,14 @@ from pathlib import Path
 import grpc
 import psutil
 import pytest
+import torch
 import yaml
 
-from mot_core import codec
+from mot_core import cache_ops, codec
 from mot_core.context_id import context_id as content_id
 from mot_core.loading import load_model
+from mot_core.translation.recompute import blend
+from mot_core.translation.translator import load_translator
 from services.client import (
     DEFAULT_APPLICATION,
     AsyncMotClient,
@@ -38,7 +41,7 @@ from services.client import (
     ScoreResult,
     Stats,
 )
-from tests.integration.service_fixtures import free_port, service_config
+from tests.integration.service_fixtures import free_port, service_config, with_operating_point
 
 ROOT = Path(__file__).resolve().parents[2]
 MOT = Path(sys.executable).with_name("mot")
@@ -109,7 +112,10 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
 @pytest.fixture(scope="module")
 def served(service_models, tmp_path_factory):
     work = tmp_path_factory.mktemp("mot-serve")
-    config = service_config(service_models)
+    # this service runs the translator at an operating point: the target recomputes a quarter of each
+    # context over the translation (tests/integration/test_service.py covers pure translation)
+    blended = with_operating_point(service_models["translator"], 0.25, work / "ridge-recompute")
+    config = service_config(service_models, blended)
     (work / "service.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in ("MOT_REDIS_URL", "MOT_API_TOKEN")}
     stderr_path = work / "serve.stderr"
@@ -239,9 +245,36 @@ def test_sync_client_round_trip(served, client, models):
     info = client.get_cache_blob(put.context_id, translated)
     assert isinstance(info, CacheBlob) and info.data == blob and info.cache_source == "TRANSLATED_HIT"
 
+    # the served cache is the translation with the target's own head, a quarter recomputed, trimmed
+    source_lm, target_lm = load_model(served.config["source"]["name"]), models[translated]
+    translator = load_translator(served.config["targets"][0]["translator"])
+    source_cache, _ = cache_ops.prefill(source_lm, source_lm.tokenizer(text, return_tensors="pt")["input_ids"])
+    source_cache = codec.decode(codec.encode(source_cache, "bfloat16"), dtype=torch.float32)  # as the service stores it
+    raw = translator.translate(
+        source_cache,
+        text,
+        source_spec=source_lm.spec,
+        source_tokenizer=source_lm.tokenizer,
+        target_spec=target_lm.spec,
+        target_tokenizer=target_lm.tokenizer,
+    ).cache
+    raw = codec.decode(codec.encode(raw, "bfloat16"), dtype=torch.float32)  # as stored
+    expected = cache_ops.trim_to_windows(blend(target_lm, cache_ops.replace_head(target_lm, raw), 0.25), target_lm.spec)
+    expected = codec.decode(codec.encode(expected, "bfloat16"), dtype=torch.float32)
+    cache = cache.to(torch.float32)
+    assert [k.shape for k in cache.keys] == [k.shape for k in expected.keys]
+    for got, want in zip(cache.keys + cache.values, expected.keys + expected.values, strict=True):
+        # three bfloat16 roundings on the way (source, translation, blend) and other thread counts than
+        # the service's: a rounding step may flip here and there, nothing more
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=5e-2)
+        assert (got - want).abs().mean() < 1e-3
+    pure = cache_ops.trim_to_windows(cache_ops.replace_head(target_lm, raw), target_lm.spec)
+    assert (cache.keys[-1] - pure.keys[-1]).abs().max() > 0.5  # the recompute did change it
+
     stats = client.stats()
     assert isinstance(stats, Stats) and stats.store_available and stats.store_entries >= 3
-    assert set(stats.counters) >= {"hits", "misses", "evictions"}
+    assert set(stats.counters) >= {"store_hits", "store_misses", "store_evictions", "put_context_prefilled"}
+    assert stats.counters.get("generate_translated_hit", 0) + stats.counters.get("generate_translated_fresh", 0) >= 1
 
     assert client.delete_context(put.context_id) >= 3
     with pytest.raises(MotClientError) as info:

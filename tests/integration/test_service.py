@@ -120,6 +120,21 @@ def test_list_models_reports_roles_fingerprints_and_translators(service, client,
     assert infos[service.native].translator == "" and infos[service.native].translator_version == ""
 
 
+def test_server_reflection_describes_the_api(service):
+    """grpcurl-style discovery: the service and its methods come from the server, not from the .proto."""
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    with grpc.insecure_channel(service.address) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        assert "mot.v1.MotCache" in database.get_services()
+        described = DescriptorPool(database).FindServiceByName("mot.v1.MotCache")
+        expected = {m.name for m in mot_pb2.DESCRIPTOR.services_by_name["MotCache"].methods}
+        assert {m.name for m in described.methods} == expected
+        generate = described.methods_by_name["Generate"]
+        assert generate.server_streaming and generate.input_type.full_name == "mot.v1.GenerateRequest"
+
+
 def test_put_generate_score_delete_through_the_client(service, client, models):
     text = fresh_text("roundtrip")
     put = client.put_context(text)
@@ -248,6 +263,28 @@ def test_error_paths_map_to_status_codes(service, client):
     assert "Score only" in assert_code(INVALID, client.generate, ctx, t, " x", mode="NONE").details
     # the service still answers normally afterwards
     assert client.generate(ctx, n, " x", max_new_tokens=2).cache_source == "NATIVE_PREFILL"
+
+
+def test_the_callers_budget_reaches_the_model_deployments(service, client):
+    """A spent ``mot-timeout-ms`` budget stops the work in the target deployment, though the gRPC call
+    itself could wait a minute: the deadline travels down the chain, not only to the proxy."""
+    ctx = client.put_context(fresh_text("deadline")).context_id
+    metadata = (*METADATA, ("authorization", f"Bearer {TOKEN}"), ("mot-timeout-ms", "0"))
+    with grpc.insecure_channel(service.address) as channel:
+        stub = mot_pb2_grpc.MotCacheStub(channel)
+        for mode, stage in ((mot_pb2.CACHE_MODE_NATIVE, "native prefill"), (mot_pb2.CACHE_MODE_AUTO, "translation")):
+            request = mot_pb2.GenerateRequest(context_id=ctx, target_model=service.translated, prompt=" x", mode=mode)
+            with pytest.raises(grpc.RpcError) as info:
+                list(stub.Generate(request, metadata=metadata, timeout=60))
+            assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert f"deadline exceeded before {stage}" in info.value.details()
+        score = mot_pb2.ScoreRequest(context_id=ctx, target_model=service.native, continuation=" x")
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Score(score, metadata=metadata, timeout=60)
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # with time to spare, the same requests go through (the client sends its budget on every call)
+    assert client.generate(ctx, service.translated, " x", max_new_tokens=2, timeout=60).facts.generated_tokens == 2
+    assert client.stats().counters["error_deadline_exceeded"] >= 3
 
 
 def test_unauthenticated_without_the_token(service):

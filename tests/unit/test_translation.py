@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from mot_core import cache_ops
+from mot_core.errors import MotError
 from mot_core.evaluation import evaluate
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
@@ -88,7 +89,7 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     source, target = pair
     train, val = samples
     recipe = Recipe(
-        context_tokens=6, continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4, native_tail=2
+        context_tokens=[6], continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4, native_tail=2
     )
     trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
     loaded = load_translator(tmp_path / "ck")
@@ -98,11 +99,25 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     assert loaded.card.metrics["validation"]["step"] == 3
 
 
+def test_fine_tuning_starts_from_the_given_checkpoint(tmp_path, pair, samples):
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=1, val_samples=2, stats_samples=4, native_tail=2)
+    first = train_pair(source, target, train, val, Recipe(steps=2, **small), tmp_path / "first")
+    frozen = Recipe(steps=1, lr=0.0, init=str(tmp_path / "first"), **small)  # lr 0: weights stay as loaded
+    tuned = train_pair(source, target, train, val, frozen, tmp_path / "tuned")
+    for (name, a), (_, b) in zip(first.state_dict().items(), tuned.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    assert tuned.card.recipe["init"] == str(tmp_path / "first")
+    with pytest.raises(MotError, match="not"):
+        train_pair(target, source, train, val, frozen, tmp_path / "swapped")
+
+
 def test_training_reduces_the_loss(pair, samples):
     source, target = pair
     train, val = samples
     recipe = Recipe(
-        context_tokens=6,
+        context_tokens=[6],
         continuation_tokens=8,
         steps=40,
         lr=5e-3,
@@ -158,3 +173,26 @@ def test_rows_and_caches_convert_both_ways(arch):
     rebuilt = rows_to_cache(kv_rows(cache, lm.spec), lm.spec, ids, lm.fingerprint.id)
     for a, b in zip(rebuilt.keys + rebuilt.values, cache.keys + cache.values, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
+    """The quality knob's end point: fraction 1 is the target's own prefill, whatever the translator."""
+    source, target = pair
+    _, val = samples
+    result = evaluate(
+        source,
+        target,
+        {"translated": ridge},
+        {6: val[:2]},
+        native_tail=2,
+        continuation_tokens=8,
+        operating_point=0.5,
+        sweep=[0.0, 1.0],
+    )
+    rows = {r["condition"]: r for r in result.rows}
+    assert {"recompute@0", "recompute@1", "random@0.5"} <= set(rows)
+    assert rows["recompute@1"]["nll"] == pytest.approx(rows["native"]["nll"], abs=1e-4)
+    assert rows["recompute@1"]["top1"] == 1 and rows["recompute@1"]["greedy_match"] == 1
+    assert rows["recompute@0"]["selection"] == "error" and rows["random@0.5"]["selection"] == "random"
+    assert all(rows[c]["cost_ratio"] > 0 for c in ("translated", "recompute@0", "recompute@1", "random@0.5"))
+    assert result.per_length[6]["recompute"] == 0.5

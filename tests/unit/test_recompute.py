@@ -1,0 +1,97 @@
+"""Selective recompute on tiny models of the three architectures: exact where it must be."""
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from mot_core import cache_ops
+from mot_core.kv_cache import KVCache
+from mot_core.translation.recompute import blend, layer0_error, select_positions
+
+TEXT = "In 1790 the President addressed Congress on the state of the Union, the militia and the debt. " * 3
+
+
+def _full_native_cache(lm, ids) -> KVCache:
+    """The target's own cache with every position in every layer (sliding layers untrimmed)."""
+    model_cache = DynamicCache()
+    with torch.inference_mode():
+        lm.model(input_ids=ids, cache=model_cache, use_cache=True)
+    return cache_ops.extract(lm, model_cache, ids)
+
+
+def _corrupt(cache: KVCache, positions: torch.Tensor, seed: int = 0) -> KVCache:
+    gen = torch.Generator().manual_seed(seed)
+    keys = [k.clone() for k in cache.keys]
+    values = [v.clone() for v in cache.values]
+    for k, v in zip(keys, values, strict=True):
+        k[:, :, positions] += torch.randn(k[:, :, positions].shape, generator=gen)
+        v[:, :, positions] += torch.randn(v[:, :, positions].shape, generator=gen)
+    return KVCache(keys, values, cache.token_ids, cache.fingerprint)
+
+
+def _ids(lm):
+    ids = lm.tokenizer(TEXT, return_tensors="pt").input_ids
+    assert ids.shape[-1] > 3 * 8  # well past the tiny Gemma's sliding window of 8
+    return ids
+
+
+def test_first_layer_kv_is_the_prefills_layer_0(tiny_lm):
+    ids = _ids(tiny_lm)
+    native = _full_native_cache(tiny_lm, ids)
+    keys, values = cache_ops.first_layer_kv(tiny_lm, ids)
+    torch.testing.assert_close(keys, native.keys[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(values, native.values[0], rtol=1e-5, atol=1e-5)
+
+
+def test_recomputing_the_corrupted_positions_restores_the_native_cache(tiny_lm):
+    """Every wrong entry recomputed over an otherwise exact cache gives back the prefill, in every layer.
+
+    This fails if the mask lets a recomputed token see a stale entry, misses its sliding window,
+    or puts fresh entries at the wrong positions.
+    """
+    ids = _ids(tiny_lm)
+    native = _full_native_cache(tiny_lm, ids)
+    positions = torch.tensor([3, 4, 11, 17, ids.shape[-1] - 2])
+    corrupted = _corrupt(native, positions)
+    restored = cache_ops.recompute_positions(tiny_lm, corrupted, positions)
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    partly = cache_ops.recompute_positions(tiny_lm, corrupted, positions[:2])
+    assert not torch.allclose(partly.keys[-1][:, :, 11], native.keys[-1][:, :, 11], atol=1e-3)
+
+
+def test_recompute_needs_every_position(tiny_models):
+    lm = tiny_models["gemma3_text"]
+    ids = _ids(lm)
+    trimmed, _ = cache_ops.prefill(lm, ids)
+    with pytest.raises(ValueError, match="window tail"):
+        cache_ops.recompute_positions(lm, trimmed, torch.tensor([5]))
+
+
+def test_selection_ranks_by_error_and_never_takes_the_head():
+    errors = torch.tensor([9.0, 0.1, 5.0, 0.2, 3.0, 0.3, 0.0, 0.0, 0.0, 0.0])
+    assert select_positions(errors, 0.2).tolist() == [2, 4]
+    assert select_positions(errors, 0.0).numel() == 0
+    assert select_positions(errors, 1.0).tolist() == list(range(1, 10))
+    random = select_positions(errors, 0.3, selection="random", seed=1)
+    assert random.numel() == 3 and 0 not in random.tolist()
+    assert torch.equal(random, select_positions(errors, 0.3, selection="random", seed=1))
+    with pytest.raises(ValueError):
+        select_positions(errors, 1.5)
+
+
+def test_blend_makes_layer_0_exact_and_finds_the_worst_tokens(tiny_lm):
+    ids = _ids(tiny_lm)
+    native = _full_native_cache(tiny_lm, ids)
+    bad = torch.tensor([5, 9, 20])
+    translated = _corrupt(native, bad)
+    native_k, native_v = cache_ops.first_layer_kv(tiny_lm, ids)
+    assert set(layer0_error(translated, native_k, native_v).topk(3).indices.tolist()) == set(bad.tolist())
+    fraction = bad.numel() / ids.shape[-1]
+    blended = blend(tiny_lm, translated, fraction)
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(blended.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
+    untouched = blend(tiny_lm, translated, 0.0)
+    torch.testing.assert_close(untouched.keys[0], native.keys[0], rtol=1e-5, atol=1e-5)
+    assert torch.equal(untouched.keys[-1], translated.keys[-1])
