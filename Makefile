@@ -47,10 +47,16 @@ proto: setup  ## regenerate the gRPC stubs (mot/v1/*_pb2*.py) from proto/mot/v1/
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/mot/v1/mot.proto
 
 PAIRS ?= gemma3-270m qwen2.5-0.5b
-EVAL_ARGS ?= --context-tokens 1024 --samples 200
+EVAL_ARGS ?= --context-tokens 1024 --samples 200 --sweep 0.05,0.1,0.2,0.4
 
-train: models data  ## train the shipped translators (SmolLM2 -> each of PAIRS) into checkpoints/ (hours on CPU)
-	$(MOT) train --source smollm2-135m $(foreach t,$(PAIRS),--target $(t)) --out checkpoints
+TRAIN_DIR = $$($(PY) -c 'from mot_core.paths import mot_home; print(mot_home() / "train")')
+
+train: models data  ## retrain the shipped translators into checkpoints/ with their recipes (hours on CPU)
+	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 400 --out checkpoints
+	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 600 --out checkpoints
+	# Gemma-3, stage 2: fine-tune on 256- and 1024-token contexts (past its 512-token window)
+	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 300 --context-tokens 256,1024 --lr 1e-3 \
+	  --init "$(TRAIN_DIR)/smollm2-135m__gemma3-270m" --work-dir "$(TRAIN_DIR)-stage2" --out checkpoints
 
 eval: models data  ## held-out evaluation of the shipped translators (validation split + QA dev set) -> out/eval/
 	for t in $(PAIRS); do \

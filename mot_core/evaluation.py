@@ -73,10 +73,13 @@ class Variant:
 
 
 def sweep_variants(operating_point: float | None, fractions: Sequence[float]) -> dict[str, Variant]:
-    """Extra conditions: the recompute fractions of the sweep, and random selection at the operating point."""
+    """Extra conditions: the recompute fractions of the sweep, and the ablation of the selection
+    (random tokens instead of the worst-translated ones) at the operating point, or at the middle
+    of the sweep when the operating point is pure translation."""
     variants = {f"recompute@{f:g}": Variant(recompute=f) for f in fractions}
-    if operating_point:
-        variants[f"random@{operating_point:g}"] = Variant(recompute=operating_point, selection="random")
+    ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
+    if ablated:
+        variants[f"random@{ablated:g}"] = Variant(recompute=ablated, selection="random")
     return variants
 
 
@@ -219,8 +222,11 @@ def evaluate(
             if c in variants:
                 row["recompute"] = variants[c].recompute
                 row["selection"] = variants[c].selection
-            label = c if c in translate_s else ("translated" if c.startswith("random@") else None)
-            if label is not None and native_s:
+            label = c
+            if c in variants and variants[c].selection == "random":  # costs what the same fraction costs
+                fraction = variants[c].recompute
+                label = f"recompute@{fraction:g}" if f"recompute@{fraction:g}" in translate_s else "translated"
+            if label in translate_s and native_s:
                 row["cost_ratio"] = translate_s[label] / native_s
             length_rows.append(row)
         rows += length_rows

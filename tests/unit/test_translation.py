@@ -195,4 +195,5 @@ def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
     assert rows["recompute@1"]["top1"] == 1 and rows["recompute@1"]["greedy_match"] == 1
     assert rows["recompute@0"]["selection"] == "error" and rows["random@0.5"]["selection"] == "random"
     assert all(rows[c]["cost_ratio"] > 0 for c in ("translated", "recompute@0", "recompute@1", "random@0.5"))
+    assert rows["random@0.5"]["cost_ratio"] == rows["translated"]["cost_ratio"]  # the operating point's timing
     assert result.per_length[6]["recompute"] == 0.5
