@@ -327,10 +327,10 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
             lines.append(f"| {c} | {a:.3f} | {'' if qa_ret is None else f'{qa_ret:.3f}'} |")
         lines += ["", f"QA retention (translated): {report['qa_retention']}"]
     (out / "report.md").write_text("\n".join(lines) + "\n")
-    _plot(out / "report.png", result, meta)
+    _plot(out / "report.png", result, meta, report.get("qa_retention_by_condition"))
 
 
-def _plot(path: Path, result: EvalResult, meta: dict) -> None:
+def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,6 +362,13 @@ def _plot(path: Path, result: EvalResult, meta: dict) -> None:
             ax3.plot(
                 [f for f, _, _ in sweep], [c or 0 for *_, c in sweep], ls=":", marker="x", label=f"{length} tok: cost"
             )
+    knob_qa = sorted(
+        (float(c.split("@")[1]), r)
+        for c, r in (qa_retention or {}).items()
+        if c.startswith("recompute@") and r is not None
+    )
+    if knob_qa:
+        ax3.plot(*zip(*knob_qa, strict=True), marker="s", ls="--", label="QA retention")
     ax3.axhline(0.8, color="grey", lw=0.8, ls="--")
     ax3.set(xlabel="fraction of tokens recomputed by the target", ylabel="retention / cost ratio", title="quality knob")
     if ax3.lines[1:]:
