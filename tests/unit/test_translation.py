@@ -197,3 +197,33 @@ def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
     assert all(rows[c]["cost_ratio"] > 0 for c in ("translated", "recompute@0", "recompute@1", "random@0.5"))
     assert rows["random@0.5"]["cost_ratio"] == rows["translated"]["cost_ratio"]  # the operating point's timing
     assert result.per_length[6]["recompute"] == 0.5
+
+
+def test_report_has_the_issue_keys_and_renders(tmp_path, pair, ridge, samples):
+    import json
+
+    from mot_core.evaluation import write_report
+
+    source, target = pair
+    _, val = samples
+    result = evaluate(
+        source,
+        target,
+        {"translated": ridge, "ridge": ridge},
+        {6: val[:2]},
+        native_tail=2,
+        continuation_tokens=8,
+        sweep=[0.5],
+    )
+    qa = {"native": 0.9, "none": 0.5, "translated": 0.6, "ridge": 0.55, "recompute@0.5": 0.7}
+    write_report(tmp_path, result, qa, {"source": "s", "target": "t"})
+    report = json.loads((tmp_path / "report.json").read_text())
+    scored = [r for r in report["rows"] if "context_tokens" in r]
+    required = {"context_tokens", "condition", "nll", "retention", "kl", "top1", "greedy_match"}
+    assert all(required <= set(r) for r in scored)
+    assert all({"content_gain", "native_prefill_s", "translate_s"} <= set(r) for r in scored)
+    assert {r["condition"]: r["qa_accuracy"] for r in report["rows"] if "qa_accuracy" in r} == qa
+    assert report["qa_retention"] == pytest.approx(0.25)
+    assert report["qa_retention_by_condition"]["recompute@0.5"] == pytest.approx(0.5)
+    assert "recompute@0.5" in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
