@@ -25,8 +25,6 @@ from transformers import DynamicCache
 from mot_core.alignment import align
 from mot_core.cache_ops import prefill, replace_head, to_model_cache
 from mot_core.loading import LoadedModel
-from mot_core.translation.assemble import rows_to_cache
-from mot_core.translation.features import align_rows, kv_rows
 from mot_core.translation.objective import (
     continuation_logits,
     kl_per_token,
@@ -113,33 +111,34 @@ def time_translation(
     target: LoadedModel,
     translator: CacheTranslator,
     sample: Sample,
-    native_tail: int,
     fractions: dict[str, float | None],
 ) -> tuple[float, dict[str, float]]:
     """Native prefill seconds and, per label, translation seconds (recompute included), back to back.
 
-    Translation is everything the target would otherwise prefill for: alignment, the translator,
-    assembling the cache, its native head, the recompute, and loading it into the model.
+    Translation is everything the target would otherwise prefill for: ``CacheTranslator.translate``
+    (alignment, the translator, assembling the cache), its native head, the recompute, and loading
+    it into the model.
     """
     alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
     source_cache, _ = prefill(source, alignment.source_ids)
-    target_ids = torch.tensor([alignment.target_ids])
-    keep = max(1, target_ids.shape[-1] - native_tail)
+    keep = max(1, len(alignment.target_ids) - translator.card.native_tail)
     started = time.perf_counter()
-    prefill(target, target_ids[:, :keep])
+    prefill(target, torch.tensor([alignment.target_ids[:keep]]))
     native_s = time.perf_counter() - started
     translate_s = {}
     for label, fraction in fractions.items():
         started = time.perf_counter()
-        again = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
-        aligned = align_rows(kv_rows(source_cache, source.spec), again.to_sparse())
-        blended = fraction is not None
-        rows = translator.inference_rows(aligned, all_positions=blended)[:keep]
-        ids = target_ids[:, :keep]
-        cache = replace_head(
-            target, rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=blended)
+        result = translator.translate(
+            source_cache,
+            sample.context,
+            source_spec=source.spec,
+            source_tokenizer=source.tokenizer,
+            target_spec=target.spec,
+            target_tokenizer=target.tokenizer,
+            all_positions=fraction is not None,
         )
-        if blended:
+        cache = replace_head(target, result.cache)
+        if fraction is not None:
             cache = blend(target, cache, fraction)
         to_model_cache(target, cache)
         translate_s[label] = time.perf_counter() - started
@@ -200,9 +199,7 @@ def evaluate(
             tokens += p.continuation_ids.shape[-1]
             greedy_total += GREEDY_TOKENS
             if "translated" in translators:
-                timings.append(
-                    time_translation(source, target, translators["translated"], samples[i], native_tail, timed)
-                )
+                timings.append(time_translation(source, target, translators["translated"], samples[i], timed))
         present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
         nll = {c: sums[c]["nll"] / tokens for c in present}
         native_s = statistics.median(t[0] for t in timings) if timings else None

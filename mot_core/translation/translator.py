@@ -122,11 +122,13 @@ class CacheTranslator(nn.Module):
         source_tokenizer,
         target_spec: ArchSpec,
         target_tokenizer,
+        all_positions: bool | None = None,
     ) -> TranslationResult:
         """Translate ``source_cache`` (of ``text``) into the target's cache space.
 
-        With an operating point (``card.recompute_fraction``), sliding layers hold every position:
-        the target's recompute (``recompute.blend``) needs them and trims afterwards.
+        With ``all_positions`` (default: whether the card has an operating point,
+        ``card.recompute_fraction``), sliding layers hold every position: the target's recompute
+        (``recompute.blend``) needs them and trims afterwards.
         """
         if source_cache.fingerprint != self.card.source_fingerprint:
             raise FingerprintMismatchError(
@@ -138,7 +140,8 @@ class CacheTranslator(nn.Module):
             raise MotError("the source cache does not hold this text's tokens (different text or tokenizer)")
         aligned = align_rows(kv_rows(source_cache, source_spec), alignment.to_sparse())
         device = next(iter(self.state_dict().values())).device
-        all_positions = self.card.recompute_fraction is not None
+        if all_positions is None:
+            all_positions = self.card.recompute_fraction is not None
         rows = self.inference_rows(aligned.to(device), all_positions=all_positions).cpu()
         target_ids = torch.tensor([alignment.target_ids])
         keep = max(1, rows.shape[0] - self.card.native_tail)
