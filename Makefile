@@ -52,11 +52,17 @@ EVAL_ARGS ?= --context-tokens 1024 --samples 200 --sweep 0.05,0.1,0.2,0.4
 TRAIN_DIR = $$($(PY) -c 'from mot_core.paths import mot_home; print(mot_home() / "train")')
 
 train: models data  ## retrain the shipped translators into checkpoints/ with their recipes (hours on CPU)
-	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 400 --out checkpoints
-	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 600 --out checkpoints
-	# Gemma-3, stage 2: fine-tune on 256- and 1024-token contexts (past its 512-token window)
+	# stage 1: one source-layer mixture per target layer, 256-token contexts
+	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 400 --mixes 1 --out checkpoints
+	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 600 --mixes 1 --out checkpoints
+	# Gemma-3, stage 2: 256- and 1024-token contexts (past its 512-token window)
 	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 300 --context-tokens 256,1024 --lr 1e-3 \
-	  --init "$(TRAIN_DIR)/smollm2-135m__gemma3-270m" --work-dir "$(TRAIN_DIR)-stage2" --out checkpoints
+	  --mixes 1 --init "$(TRAIN_DIR)/smollm2-135m__gemma3-270m" --work-dir "$(TRAIN_DIR)-stage2" --out checkpoints
+	# last stage: four mixtures per target layer (the three new ones start with no weight), 1024-token contexts
+	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 300 --context-tokens 1024 --lr 1e-3 \
+	  --mixes 4 --init "$(TRAIN_DIR)-stage2/smollm2-135m__gemma3-270m" --work-dir "$(TRAIN_DIR)-stage3" --out checkpoints
+	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 150 --context-tokens 1024 --lr 5e-4 \
+	  --mixes 4 --init "$(TRAIN_DIR)/smollm2-135m__qwen2.5-0.5b" --work-dir "$(TRAIN_DIR)-stage3" --out checkpoints
 
 eval: models data  ## held-out evaluation of the shipped translators (validation split + QA dev set) -> out/eval/
 	for t in $(PAIRS); do \

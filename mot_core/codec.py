@@ -119,13 +119,16 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     return memoryview(arr.view(np.uint8))
 
 
-def _quantise(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric per-(batch, head, channel) int8: scales are reduced over the token axis."""
-    b, h, _, d = x.shape
+def quantise_int8(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 with one float32 scale per slice along ``dim`` (``x ~= q * scale``; the scale
+    has ``x``'s shape with ``dim`` of size 1). Caches reduce over the token axis, weights over
+    their input axis."""
     x = x.to(torch.float32)
-    if x.shape[2] == 0:
-        return torch.empty(x.shape, dtype=torch.int8), torch.ones(b, h, 1, d)
-    absmax = x.abs().amax(dim=2, keepdim=True)  # (torch.aminmax over dim 2 is ~15x slower)
+    if x.shape[dim] == 0:
+        scale_shape = list(x.shape)
+        scale_shape[dim] = 1
+        return torch.empty(x.shape, dtype=torch.int8), torch.ones(scale_shape)
+    absmax = x.abs().amax(dim=dim, keepdim=True)  # (torch.aminmax over dim 2 is ~15x slower)
     if not bool(torch.isfinite(absmax).all()):
         raise ValueError("int8 storage cannot represent NaN/inf values; use a float storage dtype")
     scale = torch.where(absmax > 0, absmax / 127.0, torch.ones_like(absmax))
@@ -164,7 +167,7 @@ def encode(cache: KVCache, dtype: str | torch.dtype = "bfloat16") -> bytes:
         layers.append([list(k.shape), list(v.shape)])
         for t in (k, v):
             if name == "int8":
-                q, scale = _quantise(t.detach().cpu())
+                q, scale = quantise_int8(t.detach().cpu(), dim=2)  # per (batch, head, channel)
                 parts += [_as_bytes(q), _as_bytes(scale)]
             else:
                 parts.append(_as_bytes(_owned(t, storage)))

@@ -179,6 +179,9 @@ def train(
     native_tail: Annotated[int, typer.Option(min=1, help="Last context tokens the target computes itself.")] = 4,
     experts: Annotated[int, typer.Option(min=1)] = 4,
     hidden: Annotated[int, typer.Option(min=8, help="Hidden width of each expert.")] = 128,
+    mixes: Annotated[
+        int, typer.Option(min=1, help="Source-layer mixtures per target layer (more keep more of the source).")
+    ] = 4,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -215,6 +218,7 @@ def train(
         native_tail=native_tail,
         experts=experts,
         hidden=hidden,
+        mixes=mixes,
         val_every=val_every,
         seed=seed,
     )
@@ -238,7 +242,7 @@ def train(
         tgt = load_model(target, device=device)
         name = pair_name(source, target)
         translator = train_pair(src, tgt, train_samples, val_samples, recipe, work / name, data_card=data_card)
-        translator.cpu().save(out_dir / name, dtype=torch.bfloat16)  # shipped: bf16 weights, same card
+        translator.cpu().save(out_dir / name, dtype=torch.int8)  # shipped: int8 matrices, same card
         size = (out_dir / name / "translator.safetensors").stat().st_size / 1e6
         typer.echo(
             f"{out_dir / name}: {translator.card.version}, {size:.1f} MB, "

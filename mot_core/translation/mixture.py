@@ -1,16 +1,20 @@
 """The learned Mixture-of-Translators for one (source, target) pair.
 
-For each target layer: a learned softmax mixture over all source layers of the aligned,
-un-rotated, standardised source rows (which source depth feeds which target depth is learned,
-not fixed), then a linear map plus a mixture of small MLP experts chosen per token by a top-k
-router, predicting the target layer's standardised pre-RoPE K|V row. Everything is batched over
-target layers; sliding-window target layers are computed only for the positions the target
-keeps. Cost per token is a few million multiply-adds, a small fraction of a transformer layer
-stack, which is the point.
+For each target layer: ``mixes`` learned softmax mixtures over all source layers of the aligned,
+un-rotated, standardised source rows (which source depths feed which target depth is learned,
+not fixed), then a linear map from all of them plus a mixture of small MLP experts (on the first
+mixture) chosen per token by a top-k router, predicting the target layer's standardised pre-RoPE
+K|V row. One mixture averages the source layers into a single row, which loses what they hold
+apart; a few mixtures keep more of it for a few more multiply-adds (a ridge map over all 30
+source layers keeps all of it, at about the price of the target's prefill). Everything is
+batched over target layers; sliding-window target layers are computed only for the positions
+the target keeps. Cost per token is a few million multiply-adds, a small fraction of a
+transformer layer stack, which is the point.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -34,12 +38,13 @@ class MixtureTranslator(CacheTranslator):
         experts: int = 4,
         top_k: int = 2,
         hidden: int = 128,
+        mixes: int = 1,
     ) -> None:
         super().__init__(card)
         self.top_k, self.target_windows = top_k, list(target_windows)
         lt, ls, fs, ft = target_layers, source_layers, source_width, target_width
-        self.layer_logits = nn.Parameter(torch.zeros(lt, ls))
-        self.base = nn.Parameter(torch.zeros(lt, fs, ft))
+        self.layer_logits = nn.Parameter(_spread_mixtures(lt, mixes, ls))
+        self.base = nn.Parameter(torch.zeros(lt, mixes, fs, ft))
         self.base_bias = nn.Parameter(torch.zeros(lt, ft))
         self.router = nn.Parameter(torch.randn(lt, fs, experts) * 0.02)
         self.w_in = nn.Parameter(torch.randn(lt, experts, fs, hidden) / math.sqrt(fs))
@@ -54,13 +59,43 @@ class MixtureTranslator(CacheTranslator):
     def from_card(cls, card: TranslatorCard) -> MixtureTranslator:
         return cls(card, **card.config)
 
+    @property
+    def mixes(self) -> int:
+        return self.layer_logits.shape[1]
+
+    def with_mixes(self, mixes: int) -> MixtureTranslator:
+        """A copy with ``mixes`` mixtures per target layer that computes exactly what this one does
+        (the new mixtures start uniform with zero weight in the linear map), to fine-tune from."""
+        if mixes < self.mixes:
+            raise ValueError(f"cannot drop mixtures ({self.mixes} -> {mixes})")
+        card = copy.deepcopy(self.card)
+        card.config["mixes"] = mixes
+        wider = MixtureTranslator.from_card(card).to(self.base.device)
+        state = self.state_dict()
+        with torch.no_grad():
+            for name, tensor in wider.state_dict().items():
+                if name in ("layer_logits", "base"):
+                    tensor[:, : self.mixes] = state[name]
+                else:
+                    tensor.copy_(state[name])
+        return wider
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints from before ``mixes`` hold one mixture per target layer without its axis
+        for name in ("layer_logits", "base"):
+            key = prefix + name
+            if key in state_dict and state_dict[key].dim() == getattr(self, name).dim() - 1:
+                state_dict[key] = state_dict[key].unsqueeze(1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def _layers(self, mixed: torch.Tensor, layers: torch.Tensor) -> torch.Tensor:
-        """``mixed [T, l, Fs]`` for target ``layers`` -> standardised rows ``[T, l, Ft]``."""
-        out = torch.einsum("tlf,lfo->tlo", mixed, self.base[layers]) + self.base_bias[layers]
-        gate_logits = torch.einsum("tlf,lfe->tle", mixed, self.router[layers])
+        """``mixed [T, l, M, Fs]`` for target ``layers`` -> standardised rows ``[T, l, Ft]``."""
+        out = torch.einsum("tlmf,lmfo->tlo", mixed, self.base[layers]) + self.base_bias[layers]
+        primary = mixed[:, :, 0]
+        gate_logits = torch.einsum("tlf,lfe->tle", primary, self.router[layers])
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)
         gates = torch.zeros_like(gate_logits).scatter(-1, top_idx, top_val.softmax(-1))  # [T, l, E], k nonzero
-        hidden = F.gelu(torch.einsum("tlf,lefh->tleh", mixed, self.w_in[layers]))
+        hidden = F.gelu(torch.einsum("tlf,lefh->tleh", primary, self.w_in[layers]))
         experts = torch.einsum("tleh,leho->tleo", hidden * gates[..., None], self.w_out[layers])
         return out + experts.sum(dim=2)
 
@@ -72,12 +107,24 @@ class MixtureTranslator(CacheTranslator):
         """
         seq_len = aligned.shape[0]
         x = (aligned - self.source_mean) / self.source_std
-        mix = self.layer_logits.softmax(-1)  # [Lt, Ls]
+        mix = self.layer_logits.softmax(-1)  # [Lt, M, Ls]
         rows = aligned.new_zeros(seq_len, *self.target_mean.shape)
         for window in sorted({w for w in self.target_windows}, key=lambda w: (w is not None, w or 0)):
             layers = torch.tensor([i for i, w in enumerate(self.target_windows) if w == window], device=x.device)
             kept = seq_len if window is None or all_positions else min(seq_len, window - 1)
-            mixed = torch.einsum("tsf,ls->tlf", x[seq_len - kept :], mix[layers])
+            mixed = torch.einsum("tsf,lms->tlmf", x[seq_len - kept :], mix[layers])
             pred = self._layers(mixed, layers) * self.target_std[layers] + self.target_mean[layers]
             rows = rows.index_put((torch.arange(seq_len - kept, seq_len, device=x.device)[:, None], layers[None]), pred)
         return rows
+
+
+def _spread_mixtures(target_layers: int, mixes: int, source_layers: int) -> torch.Tensor:
+    """Initial mixture logits ``[Lt, M, Ls]``: the first mixture uniform, the others peaked at
+    evenly spaced source depths, so that they differ from the start (identical mixtures with a
+    zero linear map would get identical gradients and stay identical)."""
+    depth = torch.arange(source_layers, dtype=torch.float32)
+    centres = (torch.arange(1, mixes) - 0.5) * source_layers / max(mixes - 1, 1)
+    width = source_layers / (2 * max(mixes - 1, 1))
+    bumps = -0.5 * ((depth[None] - centres[:, None]) / width) ** 2  # [M-1, Ls]
+    logits = torch.cat((torch.zeros(1, source_layers), bumps))
+    return logits[None].expand(target_layers, -1, -1).clone()

@@ -56,6 +56,7 @@ class Recipe:
     experts: int = 4
     top_k: int = 2
     hidden: int = 128
+    mixes: int = 4  # source-layer mixtures per target layer
     stats_samples: int = 16
     val_every: int = 100
     val_samples: int = 8
@@ -73,6 +74,7 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
         experts=recipe.experts,
         top_k=recipe.top_k,
         hidden=recipe.hidden,
+        mixes=recipe.mixes,
     )
     translator = MixtureTranslator.from_card(card)
     src = torch.cat([p.aligned_rows[1:] for p in stats])  # row 0 may be an empty-span BOS
@@ -84,14 +86,17 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
     return translator
 
 
-def _initial_translator(path: str, source: LoadedModel, target: LoadedModel) -> MixtureTranslator:
-    """A trained translator to fine-tune; it must be a mixture for exactly this pair."""
+def _initial_translator(path: str, source: LoadedModel, target: LoadedModel, mixes: int) -> MixtureTranslator:
+    """A trained translator to fine-tune; it must be a mixture for exactly this pair. Given more
+    ``mixes`` than it has, it gets them (computing the same at first)."""
     translator = load_translator(path)
     card = translator.card
     if not isinstance(translator, MixtureTranslator):
         raise MotError(f"{path} is a {card.kind!r} translator; fine-tuning needs a mixture")
     if (card.source_fingerprint, card.target_fingerprint) != (source.fingerprint.id, target.fingerprint.id):
         raise MotError(f"{path} translates {card.source_model}->{card.target_model}, not {source.name}->{target.name}")
+    if mixes > translator.mixes:
+        translator = translator.with_mixes(mixes)
     return translator.to(source.device).train()
 
 
@@ -186,11 +191,11 @@ def train_pair(
         lm.model.requires_grad_(False)
     started = time.perf_counter()
     prepare_one = lambda s: prepare(source, target, s, recipe.continuation_tokens, recipe.native_tail)  # noqa: E731
-    stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
     val = [prepare_one(s) for s in tqdm(validation[: recipe.val_samples], desc="validation set", unit="ctx")]
     if recipe.init:
-        translator = _initial_translator(recipe.init, source, target)
-    else:
+        translator = _initial_translator(recipe.init, source, target, recipe.mixes)
+    else:  # standardisation statistics from the first training samples
+        stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
         translator = _new_translator(source, target, recipe, stats)
     optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
     step, history = 0, []
@@ -198,6 +203,9 @@ def train_pair(
         step = _resume(out, translator, optimizer)
         history = load_translator(out).card.metrics.get("history", [])
         log.info("resumed %s at step %d", out, step)
+    elif recipe.init:  # where fine-tuning starts from, on the same validation samples
+        history.append({"step": 0, **validate(translator.eval(), source, target, val)})
+        log.info("step 0 (from %s): %s", recipe.init, history[-1])
     bar = tqdm(total=recipe.steps, initial=step, desc=f"train {source.name}->{target.name}", unit="step")
     while step < recipe.steps:
         translator.train()

@@ -25,6 +25,7 @@ from torch import nn
 
 from mot_core.alignment import align
 from mot_core.arch import ArchSpec
+from mot_core.codec import quantise_int8
 from mot_core.errors import FingerprintMismatchError, MotError
 from mot_core.kv_cache import KVCache
 from mot_core.translation.assemble import rows_to_cache
@@ -32,6 +33,8 @@ from mot_core.translation.features import align_rows, kv_rows
 
 WEIGHTS_FILE = "translator.safetensors"
 CARD_FILE = "card.json"
+INT8_SCALE = ".int8_scale"  # suffix of the per-channel scales of an int8-stored tensor
+INT8_MIN_ELEMENTS = 1 << 16  # smaller tensors stay float32 in int8 checkpoints
 
 
 @dataclass
@@ -151,18 +154,27 @@ class CacheTranslator(nn.Module):
         return TranslationResult(cache, target_ids)
 
     def save(self, directory: Path, *, dtype: torch.dtype = torch.float32) -> Path:
-        """Weights (safetensors) + card (JSON). ``dtype=torch.bfloat16`` halves the size for shipping;
-        the module's own floats are rounded first, so what is saved is exactly what this module computes."""
+        """Weights (safetensors) + card (JSON). ``dtype=torch.bfloat16`` halves the size for shipping,
+        ``torch.int8`` quarters the large matrices (symmetric, one scale per output channel; small
+        tensors stay float32). The module's own floats are rounded first, so what is saved is
+        exactly what this module computes."""
         directory.mkdir(parents=True, exist_ok=True)
-        if dtype != torch.float32:
-            with torch.no_grad():
-                for tensor in self.state_dict().values():
-                    if tensor.is_floating_point():
-                        tensor.copy_(tensor.to(dtype).to(tensor.dtype))
-        tensors = {
-            k: (v.to(dtype) if v.is_floating_point() else v).detach().contiguous().cpu()
-            for k, v in self.state_dict().items()
-        }
+        tensors: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for name, tensor in self.state_dict().items():
+                if not tensor.is_floating_point() or dtype == torch.float32:
+                    tensors[name] = tensor
+                elif dtype == torch.int8:
+                    if _quantised(tensor):
+                        q, scale = quantise_int8(tensor, dim=-2)
+                        tensor.copy_(q * scale)
+                        tensors[name], tensors[name + INT8_SCALE] = q, scale
+                    else:
+                        tensors[name] = tensor
+                else:
+                    tensor.copy_(tensor.to(dtype).to(tensor.dtype))
+                    tensors[name] = tensor.to(dtype)
+        tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
         digest = hashlib.sha256()
         for name in sorted(tensors):
             digest.update(name.encode())
@@ -183,9 +195,16 @@ def load_translator(directory: Path | str, device: str | torch.device = "cpu") -
         raise MotError(f"unknown translator kind {card.kind!r}; known: {sorted(KIND_MODULES)}")
     kinds = {cls.kind: cls for cls in _subclasses(importlib.import_module(KIND_MODULES[card.kind]))}
     module = kinds[card.kind].from_card(card)
-    state = {k: v.float() if v.is_floating_point() else v for k, v in load_file(str(directory / WEIGHTS_FILE)).items()}
+    stored = load_file(str(directory / WEIGHTS_FILE))
+    state = {k: v.float() if v.is_floating_point() else v for k, v in stored.items() if not k.endswith(INT8_SCALE)}
+    for name in [k for k in state if k + INT8_SCALE in stored]:
+        state[name] = state[name] * stored[name + INT8_SCALE].float()  # int8 * float32 -> float32, as saved
     module.load_state_dict(state)
     return module.to(device).eval()
+
+
+def _quantised(tensor: torch.Tensor) -> bool:
+    return tensor.dim() >= 2 and tensor.numel() >= INT8_MIN_ELEMENTS
 
 
 def _subclasses(module) -> list[type[CacheTranslator]]:

@@ -99,6 +99,29 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     assert loaded.card.metrics["validation"]["step"] == 3
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
+def test_shipping_dtypes_load_exactly_what_the_module_computes(tmp_path, monkeypatch, pair, samples, dtype):
+    from mot_core.translation import translator as translator_module
+
+    monkeypatch.setattr(translator_module, "INT8_MIN_ELEMENTS", 64)  # tiny models: quantise their matrices too
+    source, target = pair
+    train, val = samples
+    recipe = Recipe(
+        context_tokens=[6], continuation_tokens=8, steps=2, val_every=2, val_samples=2, stats_samples=4, native_tail=2
+    )
+    trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
+    before = {k: v.clone() for k, v in trained.state_dict().items()}
+    trained.save(tmp_path / "full")
+    trained.save(tmp_path / "shipped", dtype=dtype)
+    loaded = load_translator(tmp_path / "shipped")
+    assert loaded.card.version == trained.card.version
+    for name, value in trained.state_dict().items():
+        assert torch.equal(value, loaded.state_dict()[name]), name  # what is saved is what the module now computes
+        assert torch.allclose(value, before[name], rtol=0.02, atol=0.02 * float(before[name].abs().max())), name
+    size = lambda d: (tmp_path / d / "translator.safetensors").stat().st_size  # noqa: E731
+    assert size("shipped") < 0.6 * size("full")
+
+
 def test_fine_tuning_starts_from_the_given_checkpoint(tmp_path, pair, samples):
     source, target = pair
     train, val = samples
@@ -111,6 +134,41 @@ def test_fine_tuning_starts_from_the_given_checkpoint(tmp_path, pair, samples):
     assert tuned.card.recipe["init"] == str(tmp_path / "first")
     with pytest.raises(MotError, match="not"):
         train_pair(target, source, train, val, frozen, tmp_path / "swapped")
+
+
+def test_more_mixtures_start_from_the_same_translator(tmp_path, pair, samples):
+    """Widening to more source-layer mixtures (and loading a checkpoint saved before they existed)
+    keeps what the translator computes, so fine-tuning starts where the checkpoint was."""
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.objective import prepare
+
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=10, val_samples=2, stats_samples=4, native_tail=2)
+    one = train_pair(source, target, train, val, Recipe(steps=3, mixes=1, **small), tmp_path / "one")
+    rows = prepare(source, target, val[0], 8, 2).aligned_rows
+    with torch.no_grad():
+        reference = one.predict_rows(rows, all_positions=True)
+        wider = one.with_mixes(3)
+        assert wider.layer_logits.shape[1] == 3 and wider.card.config["mixes"] == 3
+        torch.testing.assert_close(wider.predict_rows(rows, all_positions=True), reference)
+        legacy_card = one.card.__class__(**{**one.card.__dict__, "config": {**one.card.config}})
+        legacy_card.config.pop("mixes")
+        legacy = {k: v.squeeze(1) if k in ("layer_logits", "base") else v for k, v in one.state_dict().items()}
+        reloaded = MixtureTranslator.from_card(legacy_card)
+        reloaded.load_state_dict(legacy)
+        torch.testing.assert_close(reloaded.predict_rows(rows, all_positions=True), reference)
+    tuned = train_pair(
+        source,
+        target,
+        train,
+        val,
+        Recipe(steps=1, lr=0.0, mixes=3, init=str(tmp_path / "one"), **small),
+        tmp_path / "tuned",
+    )
+    assert tuned.mixes == 3
+    history = tuned.card.metrics["history"]
+    assert history[0]["step"] == 0 and history[0]["retention"] == pytest.approx(history[-1]["retention"], abs=1e-5)
 
 
 def test_training_reduces_the_loss(pair, samples):
