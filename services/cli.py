@@ -182,6 +182,15 @@ def train(
     mixes: Annotated[
         int, typer.Option(min=1, help="Source-layer mixtures per target layer (more keep more of the source).")
     ] = 4,
+    recall: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fraction of training contexts continued by a passage of themselves, so the target learns to "
+            "copy exact names and numbers out of the translated cache (validation then also reports recall_*).",
+        ),
+    ] = 0.0,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -219,6 +228,7 @@ def train(
         experts=experts,
         hidden=hidden,
         mixes=mixes,
+        recall=recall,
         val_every=val_every,
         seed=seed,
     )

@@ -55,3 +55,26 @@ def cut_samples(
             continue
         samples.append(Sample(documents[doc][begin:end], continuation, doc))
     return samples
+
+
+def with_recall(samples: list[Sample], fraction: float, *, seed: int = 0) -> list[Sample]:
+    """The same samples, ``fraction`` of them turned into recall samples: the continuation repeats a
+    passage of the context, starting at a random word.
+
+    Why: on ordinary continuations the target leans on the context's gist, so distillation never
+    asks the cache to keep exact tokens; when the text repeats itself the native target copies
+    names and numbers out of its cache (induction), and matching it there is what lets facts
+    survive translation. The corpus stays the only training data.
+    """
+    rng = random.Random(seed)
+    out = []
+    for sample in samples:
+        if rng.random() >= fraction:
+            out.append(sample)
+            continue
+        chars = len(sample.continuation)
+        words = [i + 1 for i, ch in enumerate(sample.context[: max(1, len(sample.context) - chars // 2)]) if ch == " "]
+        start = rng.choice(words) if words else 0
+        repeat = "\n" + sample.context[start : start + chars]
+        out.append(Sample(sample.context, repeat, sample.document))
+    return out

@@ -34,7 +34,7 @@ from mot_core.translation.objective import (
     rows_model_cache,
     translated_rows,
 )
-from mot_core.translation.samples import Sample
+from mot_core.translation.samples import Sample, with_recall
 from mot_core.translation.translator import TranslatorCard, load_translator
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class Recipe:
     top_k: int = 2
     hidden: int = 128
     mixes: int = 4  # source-layer mixtures per target layer
+    recall: float = 0.0  # fraction of training contexts whose continuation repeats the context (samples.with_recall)
     stats_samples: int = 16
     val_every: int = 100
     val_samples: int = 8
@@ -147,6 +148,13 @@ def validate(translator, source: LoadedModel, target: LoadedModel, prepared: lis
     }
 
 
+def _validation_metrics(translator, source, target, val, recall_val) -> dict[str, float]:
+    metrics = validate(translator, source, target, val)
+    if recall_val:
+        metrics |= {f"recall_{k}": v for k, v in validate(translator, source, target, recall_val).items()}
+    return metrics
+
+
 def _lr_factor(step: int, steps: int, warmup: int = 20) -> float:
     """Linear warm-up, then cosine decay to zero."""
     return min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps))
@@ -192,6 +200,11 @@ def train_pair(
     started = time.perf_counter()
     prepare_one = lambda s: prepare(source, target, s, recipe.continuation_tokens, recipe.native_tail)  # noqa: E731
     val = [prepare_one(s) for s in tqdm(validation[: recipe.val_samples], desc="validation set", unit="ctx")]
+    recall_val = []  # the same contexts, continued by a passage of themselves: can the target copy from the cache?
+    if recipe.recall > 0:
+        train = with_recall(train, recipe.recall, seed=recipe.seed)
+        recall_samples = with_recall(validation[: recipe.val_samples], 1.0, seed=recipe.seed + 1)
+        recall_val = [prepare_one(s) for s in tqdm(recall_samples, desc="recall validation set", unit="ctx")]
     if recipe.init:
         translator = _initial_translator(recipe.init, source, target, recipe.mixes)
     else:  # standardisation statistics from the first training samples
@@ -204,7 +217,7 @@ def train_pair(
         history = load_translator(out).card.metrics.get("history", [])
         log.info("resumed %s at step %d", out, step)
     elif recipe.init:  # where fine-tuning starts from, on the same validation samples
-        history.append({"step": 0, **validate(translator.eval(), source, target, val)})
+        history.append({"step": 0, **_validation_metrics(translator.eval(), source, target, val, recall_val)})
         log.info("step 0 (from %s): %s", recipe.init, history[-1])
     bar = tqdm(total=recipe.steps, initial=step, desc=f"train {source.name}->{target.name}", unit="step")
     while step < recipe.steps:
@@ -222,7 +235,7 @@ def train_pair(
         bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()})
         if step % recipe.val_every == 0 or step == recipe.steps:
             translator.eval()
-            metrics = validate(translator, source, target, val)
+            metrics = _validation_metrics(translator, source, target, val, recall_val)
             history.append({"step": step, **metrics})
             log.info("step %d: %s", step, {k: round(v, 4) for k, v in metrics.items()})
             translator.card.recipe = {**asdict(recipe), "data": data_card or {}}

@@ -1,5 +1,7 @@
 """Translators on tiny models of the three architectures: shapes, positions, save/load, training."""
 
+import math
+
 import pytest
 import torch
 
@@ -9,7 +11,7 @@ from mot_core.evaluation import evaluate
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
-from mot_core.translation.samples import cut_samples
+from mot_core.translation.samples import cut_samples, with_recall
 from mot_core.translation.train import Recipe, sample_loss, train_pair
 from mot_core.translation.translator import load_translator
 
@@ -134,6 +136,24 @@ def test_fine_tuning_starts_from_the_given_checkpoint(tmp_path, pair, samples):
     assert tuned.card.recipe["init"] == str(tmp_path / "first")
     with pytest.raises(MotError, match="not"):
         train_pair(target, source, train, val, frozen, tmp_path / "swapped")
+
+
+def test_recall_samples_repeat_their_own_context(tmp_path, pair, samples):
+    source, target = pair
+    train, val = samples
+    recalled = with_recall(train, 1.0, seed=3)
+    for plain, recall in zip(train, recalled, strict=True):
+        assert recall.context == plain.context and recall.continuation.startswith("\n")
+        assert recall.continuation[1:] and recall.continuation[1:] in plain.context
+    assert with_recall(train, 0.0, seed=3) == train
+    mixed = with_recall(train, 0.5, seed=3)
+    assert 0 < sum(m != t for m, t in zip(mixed, train, strict=True)) < len(train)
+    assert with_recall(train, 0.5, seed=3) == mixed  # deterministic given the seed
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=1, val_samples=2, stats_samples=4, native_tail=2)
+    trained = train_pair(source, target, train, val, Recipe(steps=1, recall=0.5, **small), tmp_path / "recall")
+    validation = trained.card.metrics["validation"]
+    for condition in ("native", "none", "translated"):  # the repeats are validated beside the plain samples
+        assert math.isfinite(validation[f"recall_nll_{condition}"]) and math.isfinite(validation[f"nll_{condition}"])
 
 
 def test_more_mixtures_start_from_the_same_translator(tmp_path, pair, samples):
