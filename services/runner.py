@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -18,16 +17,11 @@ from typing import Any
 from services.app import APP_NAME, GRPC_SERVICER_FUNCTIONS, ROUTE_PREFIX, build_app
 from services.config import load_config
 from services.embedded_redis import redis_url_from_env_or_embedded
+from services.ports import free_port
 
 log = logging.getLogger(__name__)
 
 REDIS_URL_ENV = "MOT_REDIS_URL"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LocalService:
@@ -75,7 +69,7 @@ class LocalService:
             signal.signal(signal.SIGTERM, sigterm_handler)
         serve.start(
             # Serve's HTTP proxy is unused (the API is gRPC) but runs beside it: keep it on loopback.
-            http_options={"host": "127.0.0.1", "port": _free_port(), "location": "HeadOnly"},
+            http_options={"host": "127.0.0.1", "port": free_port(), "location": "HeadOnly"},
             grpc_options=gRPCOptions(
                 port=self.config.grpc_port,
                 grpc_servicer_functions=GRPC_SERVICER_FUNCTIONS,

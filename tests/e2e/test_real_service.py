@@ -5,8 +5,8 @@ import yaml
 
 from services.client import MotClient
 from services.demo import DEMO_CONFIG, QUESTION, demo_documents
+from services.ports import free_port
 from services.runner import LocalService
-from tests.integration.service_fixtures import free_port
 
 pytestmark = pytest.mark.real_models
 

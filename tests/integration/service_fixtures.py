@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 from pathlib import Path
 
 import grpc
@@ -16,14 +15,9 @@ from mot_core.tiny import save_tiny, tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
 from mot_core.translation.translator import CARD_FILE, WEIGHTS_FILE
 from services.app import APP_NAME
+from services.ports import free_port
 
 METADATA = (("application", APP_NAME),)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_models_and_translator(root: Path) -> dict:

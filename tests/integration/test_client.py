@@ -41,7 +41,8 @@ from services.client import (
     ScoreResult,
     Stats,
 )
-from tests.integration.service_fixtures import free_port, service_config, with_operating_point
+from services.ports import free_port
+from tests.integration.service_fixtures import service_config, with_operating_point
 
 ROOT = Path(__file__).resolve().parents[2]
 MOT = Path(sys.executable).with_name("mot")

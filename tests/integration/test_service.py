@@ -29,8 +29,9 @@ from mot_core.loading import load_model
 from services.client import MotClient, MotClientError, RetryPolicy
 from services.config import StoreConfig
 from services.embedded_redis import EmbeddedRedis
+from services.ports import free_port
 from services.store import RedisCacheStore, translated_key
-from tests.integration.service_fixtures import METADATA, free_port, service_config
+from tests.integration.service_fixtures import METADATA, service_config
 
 TOKEN = "test-token-" + secrets.token_hex(8)
 NO_RETRY = RetryPolicy(max_attempts=1)
