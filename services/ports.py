@@ -8,6 +8,7 @@ between the two, free on all interfaces now, is not handed out by either in the 
 
 from __future__ import annotations
 
+import errno
 import random
 import socket
 
@@ -33,4 +34,4 @@ def _bindable(family: socket.AddressFamily, host: str, port: int) -> bool:
         return True
     except OSError as exc:
         # no IPv6 on this machine at all: only IPv4 counts
-        return family == socket.AF_INET6 and exc.errno in (97, 99)  # EAFNOSUPPORT, EADDRNOTAVAIL
+        return family == socket.AF_INET6 and exc.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL)

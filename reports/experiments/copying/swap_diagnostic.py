@@ -16,6 +16,7 @@ import argparse
 import torch
 
 from mot_core.data import pull_corpus
+from mot_core.evaluation import retention
 from mot_core.loading import load_model
 from mot_core.translation.objective import (
     continuation_logits,
@@ -25,6 +26,7 @@ from mot_core.translation.objective import (
     translated_rows,
 )
 from mot_core.translation.samples import cut_samples, with_recall
+from mot_core.translation.train import Recipe
 from mot_core.translation.translator import load_translator
 
 
@@ -51,10 +53,11 @@ def main() -> None:
     plain = cut_samples(documents, source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=1)
     keys, layers = key_columns(target.spec), target.spec.num_layers
     groups = [list(range(i, min(layers, i + args.group))) for i in range(0, layers, args.group)]
+    recalls, recipe = with_recall(plain, 1.0, seed=1), Recipe()  # scored as in training
     nll: dict[str, float] = {}
     with torch.no_grad():
-        for sample in with_recall(plain, 1.0, seed=1):
-            p = prepare(source, target, sample, 64, 4)
+        for sample in recalls:
+            p = prepare(source, target, sample, recipe.continuation_tokens, recipe.native_tail)
             ours, native = translated_rows(translator, p, target)[: p.keep], p.native_rows
             caches = {
                 "native": native,
@@ -70,11 +73,10 @@ def main() -> None:
             scored["none"] = None
             for name, cache in scored.items():
                 logits = continuation_logits(target, cache, p.tail_ids, p.continuation_ids)
-                nll[name] = nll.get(name, 0.0) + nll_per_token(logits, p.continuation_ids).mean().item() / args.samples
-    gap = nll["none"] - nll["native"]
+                nll[name] = nll.get(name, 0.0) + nll_per_token(logits, p.continuation_ids).mean().item() / len(recalls)
     print("| condition | recall NLL | recall retention |\n|---|---|---|")
     for name, value in nll.items():
-        print(f"| {name} | {value:.3f} | {(nll['none'] - value) / gap:.3f} |")
+        print(f"| {name} | {value:.3f} | {retention(nll['none'], value, nll['native']):.3f} |")
 
 
 if __name__ == "__main__":
