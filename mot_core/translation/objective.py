@@ -60,13 +60,15 @@ def prepare(
 def translated_rows(
     translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel, *, all_positions: bool = False
 ) -> torch.Tensor:
-    """Predicted pre-RoPE rows with the native head (position 0) in place (differentiable).
+    """Predicted pre-RoPE rows of the ``keep`` cached tokens, with the native head (position 0) in
+    place (differentiable). Sliding-window layers are predicted for the window ending at the last
+    cached token (predicting the whole context would leave the native tail's share of it empty).
 
     Position 0 (BOS, or the first token where there is no BOS) sees only itself, so the target
     computes it natively for the price of one token; it is also the attention sink, which
     a translator must not get wrong.
     """
-    rows = translator.predict_rows(prepared.aligned_rows, all_positions=all_positions)
+    rows = translator.predict_rows(prepared.aligned_rows[: prepared.keep], all_positions=all_positions)
     return torch.cat((prepared.head_rows[None].to(rows.dtype), rows[1:]), dim=0)
 
 
@@ -85,7 +87,7 @@ def translated_cache(
     ``f`` of the tokens natively (``recompute.blend``).
     """
     blended = recompute is not None
-    rows = translator.inference_rows(prepared.aligned_rows, all_positions=blended)[: prepared.keep]
+    rows = translator.inference_rows(prepared.aligned_rows[: prepared.keep], all_positions=blended)
     rows[0] = prepared.head_rows  # the native head, as in translated_rows
     ids = prepared.target_ids[:, : prepared.keep]
     cache = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=blended)

@@ -145,11 +145,12 @@ class CacheTranslator(nn.Module):
         device = next(iter(self.state_dict().values())).device
         if all_positions is None:
             all_positions = self.card.recompute_fraction is not None
-        rows = self.inference_rows(aligned.to(device), all_positions=all_positions).cpu()
         target_ids = torch.tensor([alignment.target_ids])
-        keep = max(1, rows.shape[0] - self.card.native_tail)
+        keep = max(1, target_ids.shape[-1] - self.card.native_tail)
+        # only the cached tokens: a sliding layer's window ends at the last of them, not at the tail's end
+        rows = self.inference_rows(aligned[:keep].to(device), all_positions=all_positions).cpu()
         cache = rows_to_cache(
-            rows[:keep], target_spec, target_ids[:, :keep], self.card.target_fingerprint, all_positions=all_positions
+            rows, target_spec, target_ids[:, :keep], self.card.target_fingerprint, all_positions=all_positions
         )
         return TranslationResult(cache, target_ids)
 

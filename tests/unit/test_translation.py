@@ -305,3 +305,26 @@ def test_report_has_the_issue_keys_and_renders(tmp_path, pair, ridge, samples):
     assert report["qa_retention_by_condition"]["recompute@0.5"] == pytest.approx(0.5)
     assert "recompute@0.5" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sliding_layers_of_a_mixture_translation_hold_no_empty_rows(tmp_path, pair, samples):
+    """A sliding layer keeps the window ending at the last cached token; predicting the window of the
+    whole context instead (native tail included) left the tail's share of it at zero."""
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=10, val_samples=2, stats_samples=4, native_tail=2)
+    translator = train_pair(source, target, train, val, Recipe(steps=1, **small), tmp_path / "ck")
+    text = TEXT * 2  # longer than the tiny Gemma's sliding window of 8
+    source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids)
+    cache = translator.translate(
+        source_cache,
+        text,
+        source_spec=source.spec,
+        source_tokenizer=source.tokenizer,
+        target_spec=target.spec,
+        target_tokenizer=target.tokenizer,
+    ).cache
+    sliding = [i for i, w in enumerate(target.spec.sliding_windows) if w is not None]
+    assert sliding and cache.kept_len(sliding[0]) < cache.seq_len
+    for layer in range(target.spec.num_layers):
+        assert (cache.values[layer][0].abs().sum(-1) > 0).all(), f"layer {layer} holds empty rows"

@@ -58,7 +58,7 @@ def main() -> None:
     with torch.no_grad():
         for sample in recalls:
             p = prepare(source, target, sample, recipe.continuation_tokens, recipe.native_tail)
-            ours, native = translated_rows(translator, p, target)[: p.keep], p.native_rows
+            ours, native = translated_rows(translator, p, target), p.native_rows
             caches = {
                 "native": native,
                 "translated": ours,
