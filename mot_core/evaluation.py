@@ -26,6 +26,7 @@ from mot_core.alignment import align
 from mot_core.cache_ops import prefill, replace_head, to_model_cache
 from mot_core.loading import LoadedModel
 from mot_core.translation.objective import (
+    PreparedSample,
     continuation_logits,
     kl_per_token,
     nll_per_token,
@@ -101,6 +102,19 @@ def _condition_caches(target, prepared, other, translators, operating_point, swe
     return builders
 
 
+def _with_neighbours(prepare_one: Callable[[Sample], PreparedSample], samples: Sequence[Sample]):
+    """Each prepared sample with the next one (the deranged control's source; the last wraps to the
+    first), prepared as the loop reaches them: a 1024-token sample holds ~150 MB of caches and rows,
+    so preparing 200 up front would need 30 GB."""
+    if not samples:
+        return
+    first = current = prepare_one(samples[0])
+    for i in range(len(samples)):
+        following = None if len(samples) == 1 else first if i + 1 == len(samples) else prepare_one(samples[i + 1])
+        yield current, following
+        current = following
+
+
 def _model_cache(target: LoadedModel, cache):
     return None if cache is None else to_model_cache(target, cache)
 
@@ -173,14 +187,11 @@ def evaluate(
     }
     rows, per_length = [], {}
     for length, samples in samples_by_length.items():
-        prepared = [
-            prepare(source, target, s, continuation_tokens, native_tail)
-            for s in tqdm(samples, desc=f"prepare {length} tok", unit="ctx")
-        ]
         sums: dict[str, dict[str, float]] = {}
         tokens, greedy_total, timings = 0, 0, []
-        for i, p in enumerate(tqdm(prepared, desc=f"score {length} tok", unit="ctx")):
-            other = prepared[(i + 1) % len(prepared)] if len(prepared) > 1 else None
+        prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
+        neighbours = _with_neighbours(prepare_one, samples)
+        for i, (p, other) in enumerate(tqdm(neighbours, total=len(samples), desc=f"{length} tok", unit="ctx")):
             builders = _condition_caches(target, p, other, translators, operating_point, variants)
             caches = {c: b() for c, b in builders.items()}
             logits = {
@@ -214,7 +225,7 @@ def evaluate(
                 "kl": sums[c]["kl"] / tokens,
                 "top1": sums[c]["top1"] / tokens,
                 "greedy_match": sums[c]["greedy"] / greedy_total,
-                "samples": len(prepared),
+                "samples": len(samples),
             }
             if c in variants:
                 row["recompute"] = variants[c].recompute
@@ -228,7 +239,7 @@ def evaluate(
             length_rows.append(row)
         rows += length_rows
         ret = {r["condition"]: r["retention"] for r in length_rows}
-        info = {"samples": len(prepared), "continuation_tokens": tokens, "recompute": operating_point}
+        info = {"samples": len(samples), "continuation_tokens": tokens, "recompute": operating_point}
         if "translated" in ret and "deranged" in ret:
             info["content_gain"] = ret["translated"] - ret["deranged"]
         if timings:
