@@ -328,3 +328,19 @@ def test_sliding_layers_of_a_mixture_translation_hold_no_empty_rows(tmp_path, pa
     assert sliding and cache.kept_len(sliding[0]) < cache.seq_len
     for layer in range(target.spec.num_layers):
         assert (cache.values[layer][0].abs().sum(-1) > 0).all(), f"layer {layer} holds empty rows"
+
+
+def test_eval_prepares_each_sample_once_beside_its_neighbour():
+    from mot_core.evaluation import _with_neighbours
+
+    calls = []
+
+    def prepare_one(sample):
+        calls.append(sample)
+        return f"prepared {sample}"
+
+    pairs = list(_with_neighbours(prepare_one, ["a", "b", "c"]))
+    assert pairs == [("prepared a", "prepared b"), ("prepared b", "prepared c"), ("prepared c", "prepared a")]
+    assert calls == ["a", "b", "c"]  # the first is kept for the last one's control, not prepared again
+    assert list(_with_neighbours(prepare_one, ["x"])) == [("prepared x", None)]
+    assert list(_with_neighbours(prepare_one, [])) == []
