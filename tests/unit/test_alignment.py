@@ -467,4 +467,6 @@ def test_real_tokenizers_causal(source: str, target: str, text: str) -> None:
         covered = np.zeros(len(text), dtype=bool)
         for start, end in spans:
             covered[start:end] = True
-        assert all(covered[i] or ch.isspace() for i, ch in enumerate(text))
+        # a character the tokenizer itself drops (SmolLM2: a lone control character such as \x16) has no token
+        dropped = {ch for ch in set(text) if not tok(ch, add_special_tokens=False)["input_ids"]}
+        assert all(covered[i] or ch.isspace() or ch in dropped for i, ch in enumerate(text))
