@@ -186,10 +186,10 @@ def evaluate(
         name: v.recompute for name, v in variants.items() if v.selection == "error"
     }
     rows, per_length = [], {}
+    prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
     for length, samples in samples_by_length.items():
         sums: dict[str, dict[str, float]] = {}
         tokens, greedy_total, timings = 0, 0, []
-        prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
         neighbours = _with_neighbours(prepare_one, samples)
         for i, (p, other) in enumerate(tqdm(neighbours, total=len(samples), desc=f"{length} tok", unit="ctx")):
             builders = _condition_caches(target, p, other, translators, operating_point, variants)
