@@ -39,15 +39,11 @@ def samples(pair):
     return train, val
 
 
-@pytest.mark.parametrize("target_arch", ["gemma3_text", "qwen2"])
-def test_translated_cache_loads_into_the_target(target_arch):
-    """GQA, head_dim 64/256 and sliding layers: the output is exactly what the target itself would hold."""
-    source, target = tiny_model("llama", seed=0), tiny_model(target_arch, seed=1)
-    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=20))
-    translator = fit_ridge(source, target, contexts, native_tail=2)
-    text = TEXT * 2  # longer than the tiny Gemma's sliding window of 8
+def _translate_long_text(translator, source, target):
+    """The source's own cache of a text longer than the tiny Gemma's sliding window of 8, translated."""
+    text = TEXT * 2
     source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids)
-    result = translator.translate(
+    return translator.translate(
         source_cache,
         text,
         source_spec=source.spec,
@@ -55,6 +51,15 @@ def test_translated_cache_loads_into_the_target(target_arch):
         target_spec=target.spec,
         target_tokenizer=target.tokenizer,
     )
+
+
+@pytest.mark.parametrize("target_arch", ["gemma3_text", "qwen2"])
+def test_translated_cache_loads_into_the_target(target_arch):
+    """GQA, head_dim 64/256 and sliding layers: the output is exactly what the target itself would hold."""
+    source, target = tiny_model("llama", seed=0), tiny_model(target_arch, seed=1)
+    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=20))
+    translator = fit_ridge(source, target, contexts, native_tail=2)
+    result = _translate_long_text(translator, source, target)
     native, _ = cache_ops.prefill(target, result.target_ids[:, : result.cache.seq_len])
     assert result.cache.seq_len == result.target_ids.shape[-1] - 2 and result.native_ids.shape[-1] == 2
     assert result.cache.fingerprint == target.fingerprint.id and result.cache.rope_applied
@@ -314,16 +319,7 @@ def test_sliding_layers_of_a_mixture_translation_hold_no_empty_rows(tmp_path, pa
     train, val = samples
     small = dict(context_tokens=[6], continuation_tokens=8, val_every=10, val_samples=2, stats_samples=4, native_tail=2)
     translator = train_pair(source, target, train, val, Recipe(steps=1, **small), tmp_path / "ck")
-    text = TEXT * 2  # longer than the tiny Gemma's sliding window of 8
-    source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids)
-    cache = translator.translate(
-        source_cache,
-        text,
-        source_spec=source.spec,
-        source_tokenizer=source.tokenizer,
-        target_spec=target.spec,
-        target_tokenizer=target.tokenizer,
-    ).cache
+    cache = _translate_long_text(translator, source, target).cache
     sliding = [i for i, w in enumerate(target.spec.sliding_windows) if w is not None]
     assert sliding and cache.kept_len(sliding[0]) < cache.seq_len
     for layer in range(target.spec.num_layers):
