@@ -332,6 +332,18 @@ class Alignment:
             torch.stack([rows, cols]), values, self.shape, is_coalesced=True, check_invariants=False
         )
 
+    def overlap_max(self, source_values: torch.Tensor) -> torch.Tensor:
+        """Per target token, the largest of ``source_values [T_source]`` over the source tokens that
+        share a character with it (0 where none does, as for a BOS).
+
+        Whole overlaps, not the causal weights: this picks which tokens the target recomputes
+        itself (exactly), it is never a translator input, so it may see a source token that ends
+        past the target token's end.
+        """
+        rows, cols, _ = sparse_overlap_weights(self.target_spans, self.source_spans, causal=False)
+        out = torch.zeros(len(self.target_ids), dtype=torch.float32)
+        return out.scatter_reduce(0, rows, source_values.float().cpu()[cols], reduce="amax", include_self=True)
+
     def row_index(self) -> list[list[tuple[int, float]]]:
         """For each target token, its ``(source index, weight)`` pairs (empty for a zero row)."""
         rows, cols, values = (t.tolist() for t in self.coo)

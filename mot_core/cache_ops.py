@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from mot_core.arch import ArchSpec
@@ -35,16 +36,43 @@ def extract(lm: LoadedModel, model_cache: DynamicCache, token_ids: torch.Tensor)
 
 
 @torch.inference_mode()
-def prefill(lm: LoadedModel, token_ids: torch.Tensor | list[int]) -> tuple[KVCache, torch.Tensor]:
+def prefill(
+    lm: LoadedModel, token_ids: torch.Tensor | list[int], *, surprisal: bool = False
+) -> tuple[KVCache, torch.Tensor]:
     """Run the model over ``token_ids``; returns the cache and the logits of the last position.
 
     Only the last position goes through the LM head (as in serving engines): with vocabularies of
-    150-260k tokens, the head over every position would cost as much as the layers.
+    150-260k tokens, the head over every position would cost as much as the layers. ``surprisal``
+    also scores every token (``KVCache.surprisal``, ``token_surprisal``): the source model does
+    this once per context, so the targets know which tokens carry the facts.
     """
     ids = _as_batch(token_ids).to(lm.device)
     model_cache = DynamicCache(config=lm.model.config)
-    out = lm.model(input_ids=ids, cache=model_cache, use_cache=True, logits_to_keep=1)
-    return extract(lm, model_cache, ids), out.logits[:, -1, :].float()
+    out = lm.model(input_ids=ids, cache=model_cache, use_cache=True, logits_to_keep=1, output_hidden_states=surprisal)
+    cache = extract(lm, model_cache, ids)
+    if surprisal:
+        cache = replace(cache, surprisal=token_surprisal(lm, out.hidden_states[-1], ids))
+    return cache, out.logits[:, -1, :].float()
+
+
+SURPRISAL_CHUNK = 256  # positions per LM-head call: [256, vocab] logits at a time, not [T, vocab]
+
+
+def token_surprisal(lm: LoadedModel, final_hidden: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """``-log p(token | tokens before it)`` per position ``[batch, T]`` (0 for the first), from the
+    final hidden states ``[batch, T, d]`` (after the last norm, as the LM head reads them)."""
+    head = lm.model.get_output_embeddings()
+    softcap = getattr(lm.model.config, "final_logit_softcapping", None)
+    ids = _as_batch(token_ids).to(final_hidden.device)
+    out = torch.zeros(ids.shape, dtype=torch.float32)
+    for start in range(0, ids.shape[-1] - 1, SURPRISAL_CHUNK):
+        end = min(start + SURPRISAL_CHUNK, ids.shape[-1] - 1)
+        logits = head(final_hidden[:, start:end]).float()
+        if softcap:
+            logits = softcap * torch.tanh(logits / softcap)
+        nll = F.cross_entropy(logits.transpose(1, 2), ids[:, start + 1 : end + 1], reduction="none")
+        out[:, start + 1 : end + 1] = nll.cpu()
+    return out
 
 
 def to_model_cache(lm: LoadedModel, cache: KVCache) -> DynamicCache:

@@ -22,7 +22,6 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache
 
-from mot_core.alignment import align
 from mot_core.cache_ops import prefill, replace_head, to_model_cache
 from mot_core.loading import LoadedModel
 from mot_core.translation.objective import (
@@ -68,17 +67,19 @@ class Variant:
 
     translator: str = "translated"
     recompute: float | None = None  # None: pure translation (recompute.blend otherwise)
-    selection: str = "error"
+    selection: str = "surprisal"
 
 
 def sweep_variants(operating_point: float | None, fractions: Sequence[float]) -> dict[str, Variant]:
-    """Extra conditions: the recompute fractions of the sweep, and the ablation of the selection
-    (random tokens instead of the worst-translated ones) at the operating point, or at the middle
-    of the sweep when the operating point is pure translation."""
+    """Extra conditions: the recompute fractions of the sweep, and the ablations of the selection
+    (the worst-translated tokens by layer-0 error, and random tokens, instead of the most surprising
+    ones) at the operating point, or at the middle of the sweep when the operating point is pure
+    translation."""
     variants = {f"recompute@{f:g}": Variant(recompute=f) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated:
-        variants[f"random@{ablated:g}"] = Variant(recompute=ablated, selection="random")
+        for selection in ("error", "random"):
+            variants[f"{selection}@{ablated:g}"] = Variant(recompute=ablated, selection=selection)
     return variants
 
 
@@ -124,27 +125,27 @@ def time_translation(
     source: LoadedModel,
     target: LoadedModel,
     translator: CacheTranslator,
-    sample: Sample,
+    prepared: PreparedSample,
+    context: str,
     fractions: dict[str, float | None],
 ) -> tuple[float, dict[str, float]]:
     """Native prefill seconds and, per label, translation seconds (recompute included), back to back.
 
     Translation is everything the target would otherwise prefill for: ``CacheTranslator.translate``
     (alignment, the translator, assembling the cache), its native head, the recompute, and loading
-    it into the model.
+    it into the model. The source's prefill is not: it runs once per context, for every target.
     """
-    alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
-    source_cache, _ = prefill(source, alignment.source_ids)
-    keep = max(1, len(alignment.target_ids) - translator.card.native_tail)
+    target_ids = prepared.alignment.target_ids
+    keep = max(1, len(target_ids) - translator.card.native_tail)
     started = time.perf_counter()
-    prefill(target, torch.tensor([alignment.target_ids[:keep]]))
+    prefill(target, torch.tensor([target_ids[:keep]]))
     native_s = time.perf_counter() - started
     translate_s = {}
     for label, fraction in fractions.items():
         started = time.perf_counter()
         result = translator.translate(
-            source_cache,
-            sample.context,
+            prepared.source_cache,
+            context,
             source_spec=source.spec,
             source_tokenizer=source.tokenizer,
             target_spec=target.spec,
@@ -183,7 +184,7 @@ def evaluate(
     """
     variants = sweep_variants(operating_point, sweep) if "translated" in translators else {}
     timed = {"translated": operating_point} | {
-        name: v.recompute for name, v in variants.items() if v.selection == "error"
+        name: v.recompute for name, v in variants.items() if v.selection == "surprisal"
     }
     rows, per_length = [], {}
     prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
@@ -210,7 +211,9 @@ def evaluate(
             tokens += p.continuation_ids.shape[-1]
             greedy_total += GREEDY_TOKENS
             if "translated" in translators:
-                timings.append(time_translation(source, target, translators["translated"], samples[i], timed))
+                timings.append(
+                    time_translation(source, target, translators["translated"], p, samples[i].context, timed)
+                )
         present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
         nll = {c: sums[c]["nll"] / tokens for c in present}
         native_s = statistics.median(t[0] for t in timings) if timings else None
@@ -234,6 +237,7 @@ def evaluate(
             if c in variants and variants[c].selection == "random":  # costs what the same fraction costs
                 fraction = variants[c].recompute
                 label = f"recompute@{fraction:g}" if f"recompute@{fraction:g}" in translate_s else "translated"
+            # (the "error" ablation is not timed: it also runs the target's layer 0 over every token)
             if label in translate_s and native_s:
                 row["cost_ratio"] = translate_s[label] / native_s
             length_rows.append(row)
@@ -363,7 +367,7 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
         sweep = sorted(
             (r["recompute"], r["retention"], r.get("cost_ratio"))
             for r in result.rows
-            if r["context_tokens"] == length and r.get("selection") == "error"
+            if r["context_tokens"] == length and r.get("selection") == "surprisal"
         )
         if sweep:
             ax3.plot([f for f, _, _ in sweep], [q for _, q, _ in sweep], marker="o", label=f"{length} tok: retention")

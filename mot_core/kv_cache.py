@@ -22,6 +22,10 @@ class KVCache:
     token_ids: torch.Tensor  # [batch, seq_len] int64: the tokens whose keys/values are cached
     fingerprint: str  # fingerprint of the model that owns this cache space
     rope_applied: bool = True  # True: keys are post-RoPE (as the model caches them)
+    # [batch, seq_len] float32: each token's surprisal (nats) under the model that read the context
+    # (0 for the first). The tokens that surprised it carry the facts; the target recomputes those
+    # first (recompute.blend). None where unknown.
+    surprisal: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if len(self.keys) != len(self.values):
@@ -37,6 +41,10 @@ class KVCache:
                 raise ValueError(f"layer {layer}: batch {k.shape[0]} != token batch {self.token_ids.shape[0]}")
             if k.shape[2] > self.seq_len:
                 raise ValueError(f"layer {layer}: holds {k.shape[2]} positions but seq_len is {self.seq_len}")
+        if self.surprisal is not None and self.surprisal.shape != self.token_ids.shape:
+            raise ValueError(
+                f"surprisal shape {tuple(self.surprisal.shape)} != token_ids shape {tuple(self.token_ids.shape)}"
+            )
 
     @property
     def num_layers(self) -> int:

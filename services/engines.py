@@ -127,7 +127,7 @@ class SourceEngine:
             raise InvalidArgumentError(
                 f"context has {ids.shape[-1]} tokens; the limit is {self.limits.max_context_tokens}"
             )
-        cache, _ = prefill(self.lm, ids)
+        cache, _ = prefill(self.lm, ids, surprisal=True)  # the targets' recompute picks tokens by it
         blob = codec.encode(cache, self.store_config.storage_dtype)
         self.store.put(text_key(ctx), text.encode("utf-8"))
         self.store.put(key, blob)
@@ -141,7 +141,7 @@ class SourceEngine:
             return blob
         text = read_context_text(self.store, ctx, known_text)
         log.info("source cache of %s missing; prefilling again", ctx[:12])
-        cache, _ = prefill(self.lm, self.lm.tokenizer(text, return_tensors="pt")["input_ids"])
+        cache, _ = prefill(self.lm, self.lm.tokenizer(text, return_tensors="pt")["input_ids"], surprisal=True)
         blob = codec.encode(cache, self.store_config.storage_dtype)
         self.store.put(key, blob)
         return blob
@@ -298,15 +298,16 @@ class TargetEngine:
         """The translated cache as this model uses it, its stored blob, and whether it was made now.
 
         Position 0 (BOS / attention sink) is always the target's own. At the translator's operating
-        point the target also recomputes that share of the context over the translation, once:
-        the blended cache is stored under its own key (translator version + fraction).
+        point the target also recomputes that share of the context over the translation (the tokens
+        the source found most surprising), once: the blended cache is stored under its own key
+        (translator version + selection + fraction).
         """
         deadline.check("translation")
         if self.recompute is None:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
         card = self.card
-        version = f"{card.version}+recompute{self.recompute:g}"
+        version = f"{card.version}+surprisal{self.recompute:g}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)

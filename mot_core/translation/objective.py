@@ -26,6 +26,7 @@ from mot_core.translation.translator import CacheTranslator
 @dataclass
 class PreparedSample:
     alignment: Alignment
+    source_cache: KVCache  # the source's own cache of the context, with its surprisal
     aligned_rows: torch.Tensor  # [T_t, L_s, F_s] source rows aligned onto target tokens
     target_ids: torch.Tensor  # [1, T_t] target tokens of the context
     continuation_ids: torch.Tensor  # [1, n] target tokens scored
@@ -33,6 +34,7 @@ class PreparedSample:
     native_cache: KVCache  # the target's own cache of the first ``keep`` tokens (the upper bound)
     native_rows: torch.Tensor | None  # [keep, L_t, F_t] its pre-RoPE rows (None past a sliding window)
     head_rows: torch.Tensor  # [L_t, F_t] the target's own row of position 0 (BOS or first token)
+    surprisal: torch.Tensor  # [T_t] the source's surprisal at each target token (Alignment.overlap_max)
 
     @property
     def tail_ids(self) -> torch.Tensor:
@@ -44,7 +46,7 @@ def prepare(
     source: LoadedModel, target: LoadedModel, sample: Sample, continuation_tokens: int, native_tail: int
 ) -> PreparedSample:
     alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
-    source_cache, _ = prefill(source, alignment.source_ids)
+    source_cache, _ = prefill(source, alignment.source_ids, surprisal=True)
     aligned = align_rows(kv_rows(source_cache, source.spec), alignment.to_sparse())
     target_ids = torch.tensor([alignment.target_ids])
     cont = target.tokenizer(sample.continuation, add_special_tokens=False, return_tensors="pt")["input_ids"]
@@ -54,7 +56,10 @@ def prepare(
     windows = [w for w in target.spec.sliding_windows if w is not None]
     native_rows = kv_rows(native_cache, target.spec) if not windows or keep < min(windows) else None
     head_rows = kv_rows(prefill(target, target_ids[:, :1])[0], target.spec)[0]
-    return PreparedSample(alignment, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows)
+    surprisal = alignment.overlap_max(source_cache.surprisal[0])
+    return PreparedSample(
+        alignment, source_cache, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows, surprisal
+    )
 
 
 def translated_rows(
@@ -79,7 +84,7 @@ def translated_cache(
     target: LoadedModel,
     *,
     recompute: float | None = None,
-    selection: str = "error",
+    selection: str = "surprisal",
 ) -> KVCache:
     """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
 
@@ -90,7 +95,9 @@ def translated_cache(
     rows = translator.inference_rows(prepared.aligned_rows[: prepared.keep], all_positions=blended)
     rows[0] = prepared.head_rows  # the native head, as in translated_rows
     ids = prepared.target_ids[:, : prepared.keep]
-    cache = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=blended)
+    cache = rows_to_cache(
+        rows, target.spec, ids, target.fingerprint.id, all_positions=blended, surprisal=prepared.surprisal
+    )
     return blend(target, cache, recompute, selection=selection) if blended else cache
 
 

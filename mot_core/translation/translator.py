@@ -149,8 +149,14 @@ class CacheTranslator(nn.Module):
         keep = max(1, target_ids.shape[-1] - self.card.native_tail)
         # only the cached tokens: a sliding layer's window ends at the last of them, not at the tail's end
         rows = self.inference_rows(aligned[:keep].to(device), all_positions=all_positions).cpu()
+        surprisal = None if source_cache.surprisal is None else alignment.overlap_max(source_cache.surprisal[0])
         cache = rows_to_cache(
-            rows, target_spec, target_ids[:, :keep], self.card.target_fingerprint, all_positions=all_positions
+            rows,
+            target_spec,
+            target_ids[:, :keep],
+            self.card.target_fingerprint,
+            all_positions=all_positions,
+            surprisal=surprisal,
         )
         return TranslationResult(cache, target_ids)
 

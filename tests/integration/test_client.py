@@ -249,7 +249,8 @@ def test_sync_client_round_trip(served, client, models):
     # the served cache is the translation with the target's own head, a quarter recomputed, trimmed
     source_lm, target_lm = load_model(served.config["source"]["name"]), models[translated]
     translator = load_translator(served.config["targets"][0]["translator"])
-    source_cache, _ = cache_ops.prefill(source_lm, source_lm.tokenizer(text, return_tensors="pt")["input_ids"])
+    source_ids = source_lm.tokenizer(text, return_tensors="pt")["input_ids"]
+    source_cache, _ = cache_ops.prefill(source_lm, source_ids, surprisal=True)
     source_cache = codec.decode(codec.encode(source_cache, "bfloat16"), dtype=torch.float32)  # as the service stores it
     raw = translator.translate(
         source_cache,

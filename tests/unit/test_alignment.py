@@ -246,6 +246,13 @@ def test_overlap_weights_small_example() -> None:
     torch.testing.assert_close(w, expected)
 
 
+def test_overlap_max_takes_the_most_surprising_overlapping_source_token() -> None:
+    # "abcdef": source "abc|def"; target BOS, "ab", "cd", "ef"
+    alignment = Alignment([7, 8], [0, 1, 2, 3], [(0, 3), (3, 6)], [(0, 0), (0, 2), (2, 4), (4, 6)], torch.zeros(4, 2))
+    values = alignment.overlap_max(torch.tensor([1.0, 5.0]))
+    assert values.tolist() == [0.0, 1.0, 5.0, 5.0]  # "cd" straddles both; BOS overlaps nothing
+
+
 def test_causal_weights_small_example() -> None:
     target = [(0, 0), (0, 3), (3, 5), (5, 6), (6, 6)]
     source = [(0, 0), (0, 2), (2, 4), (4, 7)]

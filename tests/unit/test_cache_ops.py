@@ -46,6 +46,19 @@ def test_round_trip_is_exact(tiny_lm):
     assert torch.equal(cache_ops.generate_from_cache(tiny_lm, restored, ids[:, -1:], max_new_tokens=16), plain)
 
 
+def test_prefill_surprisal_is_what_the_full_forward_predicts(tiny_lm, monkeypatch):
+    monkeypatch.setattr(cache_ops, "SURPRISAL_CHUNK", 7)  # several LM-head chunks, the last one short
+    ids = _ids(tiny_lm)
+    cache, last_logits = cache_ops.prefill(tiny_lm, ids, surprisal=True)
+    with torch.inference_mode():
+        logits = tiny_lm.model(input_ids=ids).logits[0].float()
+    expected = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:], reduction="none")
+    assert cache.surprisal.shape == ids.shape and cache.surprisal[0, 0] == 0
+    torch.testing.assert_close(cache.surprisal[0, 1:], expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(last_logits[0], logits[-1], atol=1e-4, rtol=1e-4)
+    assert cache_ops.prefill(tiny_lm, ids)[0].surprisal is None  # only when asked: it costs the LM head
+
+
 def test_round_trip_through_fp32_codec_is_exact(tiny_lm):
     ids = _ids(tiny_lm)
     cache, _ = cache_ops.prefill(tiny_lm, ids[:, :-1])

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from mot_core.codec import (
     MAGIC,
     PREFIX_BYTES,
+    SCHEMA_VERSION,
     decode,
     encode,
     join_parts,
@@ -157,17 +158,42 @@ def test_zero_layers() -> None:
 def test_peek_header() -> None:
     blob = encode(make_cache(*SHAPES["hd256_batch2"]), "float16")
     assert peek_header(blob) == {
-        "version": 1,
+        "version": 2,
         "fingerprint": FP,
         "dtype": "float16",
         "rope_applied": False,
         "batch": 2,
         "num_layers": 3,
         "seq_len": 9,
+        "surprisal": False,
         "nbytes": len(blob),
     }
     with pytest.raises(CodecError, match="checksum"):
         peek_header(blob[:-1] + bytes([blob[-1] ^ 1]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_surprisal_round_trips_exactly_in_every_storage_dtype(dtype: str) -> None:
+    cache = make_cache(*SHAPES["hd256_batch2"])
+    cache.surprisal = torch.rand(cache.token_ids.shape, generator=torch.Generator().manual_seed(3)) * 12
+    blob = encode(cache, dtype)
+    assert peek_header(blob)["surprisal"] is True
+    assert torch.equal(decode(blob).surprisal, cache.surprisal)  # float32 whatever the cache's dtype
+    assert decode(encode(make_cache(*SHAPES["hd256_batch2"]), dtype)).surprisal is None
+
+
+def test_surprisal_must_be_finite() -> None:
+    cache = small_cache()
+    cache.surprisal = torch.tensor([[0.0, float("nan"), 1.0]])
+    with pytest.raises(ValueError, match="surprisal must be finite"):
+        encode(cache)
+    cache.surprisal = torch.tensor([[0.0, 2.0, 1.0]])
+    header, payload = split(encode(cache))
+    token_bytes = 3 * 4  # the surprisal buffer follows the int32 token ids
+    nan = struct.pack("<f", float("nan"))
+    forged = forge(header, payload[: token_bytes + 4] + nan + payload[token_bytes + 8 :])  # a valid checksum
+    with pytest.raises(CodecError, match="surprisal must be finite"):
+        decode(forged)
 
 
 def test_expected_fingerprint() -> None:
@@ -184,7 +210,7 @@ def forge(header: Any, payload: bytes = b"") -> bytes:
     """A blob with a valid checksum around an arbitrary header, to reach the header validator."""
     raw = header if isinstance(header, bytes) else msgpack.packb(header)
     checksum = xxhash.xxh3_128_digest(raw + payload)
-    return struct.pack("<6sHI16s", MAGIC, 1, len(raw), checksum) + raw + payload
+    return struct.pack("<6sHI16s", MAGIC, SCHEMA_VERSION, len(raw), checksum) + raw + payload
 
 
 def split(blob: bytes) -> tuple[dict, bytes]:
@@ -208,7 +234,7 @@ def test_clear_messages() -> None:
     blob = encode(small_cache())
     with pytest.raises(CodecError, match=r"bad magic"):
         decode(b"PK\x03\x04" + blob[4:])
-    with pytest.raises(CodecError, match=r"unsupported schema version 7 \(this build reads 1\)"):
+    with pytest.raises(CodecError, match=r"unsupported schema version 7 \(this build reads 2\)"):
         decode(blob[:6] + struct.pack("<H", 7) + blob[8:])
     with pytest.raises(CodecError, match="checksum mismatch: blob is corrupted"):
         decode(blob[:-1] + bytes([blob[-1] ^ 0x40]))
@@ -229,11 +255,13 @@ def _set(key: str, value: Any) -> Callable[[dict], None]:
 HEADER_BREAKERS: dict[str, Callable[[dict], Any]] = {
     "missing key": lambda h: h.pop("rope_applied"),
     "extra key": _set("extra", 1),
-    "version mismatch": _set("version", 2),
+    "version mismatch": _set("version", SCHEMA_VERSION + 1),
     "bool as int": _set("version", True),
     "fingerprint not str": _set("fingerprint", 5),
     "unknown dtype": _set("dtype", "float64"),
     "rope not bool": _set("rope_applied", 1),
+    "surprisal not bool": _set("surprisal", 1),
+    "surprisal claimed, no buffer": _set("surprisal", True),
     "token shape 3-D": _set("token_ids", [1, 3, 1]),
     "negative dim": lambda h: h["layers"][0][0].__setitem__(3, -4),
     "float dim": lambda h: h["layers"][0][0].__setitem__(3, 4.0),

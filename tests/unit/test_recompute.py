@@ -19,11 +19,11 @@ def _full_native_cache(lm, ids) -> KVCache:
     return cache_ops.extract(lm, model_cache, ids)
 
 
-def _corrupt(cache: KVCache, positions: torch.Tensor, seed: int = 0) -> KVCache:
+def _corrupt(cache: KVCache, positions: torch.Tensor, seed: int = 0, from_layer: int = 0) -> KVCache:
     gen = torch.Generator().manual_seed(seed)
     keys = [k.clone() for k in cache.keys]
     values = [v.clone() for v in cache.values]
-    for k, v in zip(keys, values, strict=True):
+    for k, v in zip(keys[from_layer:], values[from_layer:], strict=True):
         k[:, :, positions] += torch.randn(k[:, :, positions].shape, generator=gen)
         v[:, :, positions] += torch.randn(v[:, :, positions].shape, generator=gen)
     return KVCache(keys, values, cache.token_ids, cache.fingerprint)
@@ -61,6 +61,27 @@ def test_recomputing_the_corrupted_positions_restores_the_native_cache(tiny_lm):
     assert not torch.allclose(partly.keys[-1][:, :, 11], native.keys[-1][:, :, 11], atol=1e-3)
 
 
+def test_surprisal_selection_recomputes_the_tokens_the_source_found_surprising(tiny_lm):
+    """Entries wrong past layer 0 at the most surprising tokens: the surprisal finds them all (the
+    blend is the native cache again); the layer-0 error cannot see them."""
+    ids = _ids(tiny_lm)
+    native = _full_native_cache(tiny_lm, ids)
+    surprising = torch.tensor([5, 9, 20])
+    corrupted = _corrupt(native, surprising, from_layer=1)
+    corrupted.surprisal = torch.zeros(ids.shape)
+    corrupted.surprisal[0, surprising] = torch.tensor([3.0, 5.0, 4.0])
+    fraction = len(surprising) / ids.shape[-1]
+    restored = blend(tiny_lm, corrupted, fraction)
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    by_error = blend(tiny_lm, corrupted, fraction, selection="error")
+    assert not torch.allclose(by_error.keys[-1], native.keys[-1], atol=1e-3)
+    corrupted.surprisal = None
+    with pytest.raises(ValueError, match="surprisal"):
+        blend(tiny_lm, corrupted, fraction)
+
+
 def test_recompute_needs_every_position(tiny_models):
     lm = tiny_models["gemma3_text"]
     ids = _ids(lm)
@@ -69,7 +90,7 @@ def test_recompute_needs_every_position(tiny_models):
         cache_ops.recompute_positions(lm, trimmed, torch.tensor([5]))
 
 
-def test_selection_ranks_by_error_and_never_takes_the_head():
+def test_selection_ranks_by_score_and_never_takes_the_head():
     errors = torch.tensor([9.0, 0.1, 5.0, 0.2, 3.0, 0.3, 0.0, 0.0, 0.0, 0.0])
     assert select_positions(errors, 0.2).tolist() == [2, 4]
     assert select_positions(errors, 0.0).numel() == 0
@@ -81,7 +102,7 @@ def test_selection_ranks_by_error_and_never_takes_the_head():
         select_positions(errors, 1.5)
 
 
-def test_blend_finds_and_fixes_the_worst_tokens(tiny_lm):
+def test_error_selection_finds_and_fixes_the_worst_translated_tokens(tiny_lm):
     ids = _ids(tiny_lm)
     native = _full_native_cache(tiny_lm, ids)
     bad = torch.tensor([5, 9, 20])
@@ -89,11 +110,11 @@ def test_blend_finds_and_fixes_the_worst_tokens(tiny_lm):
     native_k, native_v = cache_ops.first_layer_kv(tiny_lm, ids)
     assert set(layer0_error(translated, native_k, native_v).topk(3).indices.tolist()) == set(bad.tolist())
     fraction = bad.numel() / ids.shape[-1]
-    blended = blend(tiny_lm, translated, fraction)
+    blended = blend(tiny_lm, translated, fraction, selection="error")
     for layer in range(native.num_layers):
         torch.testing.assert_close(blended.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-    untouched = blend(tiny_lm, translated, 0.0)
+    untouched = blend(tiny_lm, translated, 0.0, selection="error")
     assert all(torch.equal(a, b) for a, b in zip(untouched.keys, translated.keys, strict=True))
-    exact_first = blend(tiny_lm, translated, 0.0, exact_first_layer=True)
+    exact_first = blend(tiny_lm, translated, 0.0, selection="error", exact_first_layer=True)
     torch.testing.assert_close(exact_first.keys[0], native.keys[0], rtol=1e-5, atol=1e-5)
     assert torch.equal(exact_first.keys[-1], translated.keys[-1])

@@ -42,7 +42,7 @@ def samples(pair):
 def _translate_long_text(translator, source, target):
     """The source's own cache of a text longer than the tiny Gemma's sliding window of 8, translated."""
     text = TEXT * 2
-    source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids)
+    source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids, surprisal=True)
     return translator.translate(
         source_cache,
         text,
@@ -63,6 +63,9 @@ def test_translated_cache_loads_into_the_target(target_arch):
     native, _ = cache_ops.prefill(target, result.target_ids[:, : result.cache.seq_len])
     assert result.cache.seq_len == result.target_ids.shape[-1] - 2 and result.native_ids.shape[-1] == 2
     assert result.cache.fingerprint == target.fingerprint.id and result.cache.rope_applied
+    # the source's surprisal comes along per target token (for the target's recompute); BOS has none
+    surprisal = result.cache.surprisal
+    assert surprisal.shape == result.cache.token_ids.shape and surprisal[0, 0] == 0 and (surprisal[0, 1:] > 0).all()
     for layer in range(target.spec.num_layers):
         assert result.cache.keys[layer].shape == native.keys[layer].shape
         assert result.cache.values[layer].dtype == torch.float32
@@ -273,10 +276,11 @@ def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
         sweep=[0.0, 1.0],
     )
     rows = {r["condition"]: r for r in result.rows}
-    assert {"recompute@0", "recompute@1", "random@0.5"} <= set(rows)
+    assert {"recompute@0", "recompute@1", "random@0.5", "error@0.5"} <= set(rows)
     assert rows["recompute@1"]["nll"] == pytest.approx(rows["native"]["nll"], abs=1e-4)
     assert rows["recompute@1"]["top1"] == 1 and rows["recompute@1"]["greedy_match"] == 1
-    assert rows["recompute@0"]["selection"] == "error" and rows["random@0.5"]["selection"] == "random"
+    assert rows["recompute@0"]["selection"] == "surprisal" and rows["random@0.5"]["selection"] == "random"
+    assert rows["error@0.5"]["selection"] == "error" and "cost_ratio" not in rows["error@0.5"]
     assert all(rows[c]["cost_ratio"] > 0 for c in ("translated", "recompute@0", "recompute@1", "random@0.5"))
     assert rows["random@0.5"]["cost_ratio"] == rows["translated"]["cost_ratio"]  # the operating point's timing
     assert result.per_length[6]["recompute"] == 0.5
