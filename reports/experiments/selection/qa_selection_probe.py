@@ -72,6 +72,29 @@ def answer_span(prepared, item: dict, keep: int, radius: int = 3) -> torch.Tenso
     return around[(around >= 1) & (around < keep)].unique()
 
 
+def conditions(source, target, translator, p, item: dict, fractions: list[float]) -> dict:
+    """Builders of each condition's cache for one prepared item."""
+    rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
+    rows[0] = p.head_rows
+    every = rows_to_cache(rows, target.spec, p.target_ids[:, : p.keep], target.fingerprint.id, all_positions=True)
+    by_question = question_attention(source, p, item)[: p.keep]
+    builders = {
+        "native": lambda: p.native_cache,
+        "none": lambda: None,
+        "translated": lambda: translated_cache(translator, p, target),
+        "answer span (oracle)": lambda: recompute_positions(target, every, answer_span(p, item, p.keep)),
+    }
+    for f in fractions:
+        for selection in ("error", "surprisal"):
+            builders[f"{selection}@{f:g}"] = lambda f=f, s=selection: translated_cache(
+                translator, p, target, recompute=f, selection=s
+            )
+        builders[f"question@{f:g}"] = lambda n=round(f * p.keep): recompute_positions(
+            target, every, by_question[1:].topk(n).indices + 1
+        )
+    return builders
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", required=True)
@@ -89,27 +112,7 @@ def main() -> None:
     right: dict[str, int] = {}
     for item in tqdm(items, desc="qa", unit="item"):
         p = prepare(source, target, Sample(item["context"], " ", -1), 1, translator.card.native_tail)
-        rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
-        rows[0] = p.head_rows
-        ids = p.target_ids[:, : p.keep]
-        every = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=True)
-        by_question = question_attention(source, p, item)[: p.keep]
-        conditions = {
-            "native": lambda: p.native_cache,
-            "none": lambda: None,
-            "translated": lambda: translated_cache(translator, p, target),
-            "answer span (oracle)": lambda: recompute_positions(target, every, answer_span(p, item, p.keep)),
-        }
-        for f in fractions:
-            count = round(f * p.keep)
-            for selection in ("error", "surprisal"):
-                conditions[f"{selection}@{f:g}"] = lambda f=f, s=selection: translated_cache(
-                    translator, p, target, recompute=f, selection=s
-                )
-            conditions[f"question@{f:g}"] = lambda n=count: recompute_positions(
-                target, every, by_question[1:].topk(n).indices + 1
-            )
-        for name, build in conditions.items():
+        for name, build in conditions(source, target, translator, p, item, fractions).items():
             right[name] = right.get(name, 0) + correct(target, p, item, build())
     accuracy = {name: n / len(items) for name, n in right.items()}
     gap = accuracy["native"] - accuracy["none"]
