@@ -34,11 +34,15 @@ class PreparedSample:
     native_cache: KVCache  # the target's own cache of the first ``keep`` tokens (the upper bound)
     native_rows: torch.Tensor | None  # [keep, L_t, F_t] its pre-RoPE rows (None past a sliding window)
     head_rows: torch.Tensor  # [L_t, F_t] the target's own row of position 0 (BOS or first token)
-    surprisal: torch.Tensor  # [T_t] the source's surprisal at each target token (Alignment.overlap_max)
 
     @property
     def tail_ids(self) -> torch.Tensor:
         return self.target_ids[:, self.keep :]
+
+    @property
+    def surprisal(self) -> torch.Tensor:
+        """``[T_t]`` the source's surprisal at each target token (as ``CacheTranslator.translate`` maps it)."""
+        return self.alignment.overlap_max(self.source_cache.surprisal[0])
 
 
 @torch.no_grad()
@@ -56,9 +60,8 @@ def prepare(
     windows = [w for w in target.spec.sliding_windows if w is not None]
     native_rows = kv_rows(native_cache, target.spec) if not windows or keep < min(windows) else None
     head_rows = kv_rows(prefill(target, target_ids[:, :1])[0], target.spec)[0]
-    surprisal = alignment.overlap_max(source_cache.surprisal[0])
     return PreparedSample(
-        alignment, source_cache, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows, surprisal
+        alignment, source_cache, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows
     )
 
 
@@ -88,8 +91,9 @@ def translated_cache(
 ) -> KVCache:
     """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
 
-    ``recompute=None`` is pure translation; ``0.0`` makes layer 0 exact; ``f > 0`` also recomputes
-    ``f`` of the tokens natively (``recompute.blend``).
+    ``recompute=None`` is pure translation; ``0.0`` is the same rows with every position in every
+    layer (what a recompute starts from); ``f > 0`` also recomputes ``f`` of the tokens natively
+    (``recompute.blend``, chosen by ``selection``).
     """
     blended = recompute is not None
     rows = translator.inference_rows(prepared.aligned_rows[: prepared.keep], all_positions=blended)

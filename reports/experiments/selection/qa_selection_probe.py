@@ -26,7 +26,6 @@ from tqdm import tqdm
 
 from mot_core.cache_ops import recompute_positions, to_model_cache
 from mot_core.loading import load_model
-from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.objective import continuation_logits, nll_per_token, prepare, translated_cache
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import load_translator
@@ -74,9 +73,7 @@ def answer_span(prepared, item: dict, keep: int, radius: int = 3) -> torch.Tenso
 
 def conditions(source, target, translator, p, item: dict, fractions: list[float]) -> dict:
     """Builders of each condition's cache for one prepared item."""
-    rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
-    rows[0] = p.head_rows
-    every = rows_to_cache(rows, target.spec, p.target_ids[:, : p.keep], target.fingerprint.id, all_positions=True)
+    every = translated_cache(translator, p, target, recompute=0.0)  # every position, nothing recomputed yet
     by_question = question_attention(source, p, item)[: p.keep]
     builders = {
         "native": lambda: p.native_cache,
