@@ -32,7 +32,7 @@ from mot_core.translation.objective import (
     prepare,
     translated_cache,
 )
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import DEFAULT_SELECTION, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -67,18 +67,18 @@ class Variant:
 
     translator: str = "translated"
     recompute: float | None = None  # None: pure translation (recompute.blend otherwise)
-    selection: str = "surprisal"
+    selection: str = DEFAULT_SELECTION
 
 
 def sweep_variants(operating_point: float | None, fractions: Sequence[float]) -> dict[str, Variant]:
     """Extra conditions: the recompute fractions of the sweep, and the ablations of the selection
-    (the worst-translated tokens by layer-0 error, and random tokens, instead of the most surprising
-    ones) at the operating point, or at the middle of the sweep when the operating point is pure
-    translation."""
+    (single surprising tokens instead of whole words, the worst-translated tokens by layer-0 error,
+    and random tokens) at the operating point, or at the middle of the sweep when the operating
+    point is pure translation."""
     variants = {f"recompute@{f:g}": Variant(recompute=f) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated:
-        for selection in ("error", "random"):
+        for selection in ("surprisal", "error", "random"):
             variants[f"{selection}@{ablated:g}"] = Variant(recompute=ablated, selection=selection)
     return variants
 
@@ -184,7 +184,7 @@ def evaluate(
     """
     variants = sweep_variants(operating_point, sweep) if "translated" in translators else {}
     timed = {"translated": operating_point} | {
-        name: v.recompute for name, v in variants.items() if v.selection == "surprisal"
+        name: v.recompute for name, v in variants.items() if v.selection == DEFAULT_SELECTION
     }
     rows, per_length = [], {}
     prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
@@ -367,7 +367,7 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
         sweep = sorted(
             (r["recompute"], r["retention"], r.get("cost_ratio"))
             for r in result.rows
-            if r["context_tokens"] == length and r.get("selection") == "surprisal"
+            if r["context_tokens"] == length and r.get("selection") == DEFAULT_SELECTION
         )
         if sweep:
             ax3.plot([f for f, _, _ in sweep], [q for _, q, _ in sweep], marker="o", label=f"{length} tok: retention")

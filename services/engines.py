@@ -27,7 +27,7 @@ from mot_core.errors import CodecError, FingerprintMismatchError
 from mot_core.generation import Sampling, StreamState, score_continuation, stream_generate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel, ModelMeta, load_model
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import DEFAULT_SELECTION, blend
 from mot_core.translation.translator import CARD_FILE, CacheTranslator, TranslatorCard, load_translator
 from services.config import Limits, ServiceConfig, StoreConfig, TargetSpec
 from services.deadline import NO_DEADLINE, Deadline
@@ -298,7 +298,7 @@ class TargetEngine:
         """The translated cache as this model uses it, its stored blob, and whether it was made now.
 
         Position 0 (BOS / attention sink) is always the target's own. At the translator's operating
-        point the target also recomputes that share of the context over the translation (the tokens
+        point the target also recomputes that share of the context over the translation (the words
         the source found most surprising), once: the blended cache is stored under its own key
         (translator version + selection + fraction).
         """
@@ -307,7 +307,7 @@ class TargetEngine:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
         card = self.card
-        version = f"{card.version}+surprisal{self.recompute:g}"
+        version = f"{card.version}+{DEFAULT_SELECTION}{self.recompute:g}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)

@@ -18,7 +18,7 @@ from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, kv_rows
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import DEFAULT_SELECTION, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -87,7 +87,7 @@ def translated_cache(
     target: LoadedModel,
     *,
     recompute: float | None = None,
-    selection: str = "surprisal",
+    selection: str = DEFAULT_SELECTION,
 ) -> KVCache:
     """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
 

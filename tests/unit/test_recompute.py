@@ -1,12 +1,14 @@
 """Selective recompute on tiny models of the three architectures: exact where it must be."""
 
+import re
+
 import pytest
 import torch
 from transformers import DynamicCache
 
 from mot_core import cache_ops
 from mot_core.kv_cache import KVCache
-from mot_core.translation.recompute import blend, layer0_error, select_positions
+from mot_core.translation.recompute import blend, layer0_error, select_positions, word_index
 
 TEXT = "In 1790 the President addressed Congress on the state of the Union, the militia and the debt. " * 3
 
@@ -71,7 +73,7 @@ def test_surprisal_selection_recomputes_the_tokens_the_source_found_surprising(t
     corrupted.surprisal = torch.zeros(ids.shape)
     corrupted.surprisal[0, surprising] = torch.tensor([3.0, 5.0, 4.0])
     fraction = len(surprising) / ids.shape[-1]
-    restored = blend(tiny_lm, corrupted, fraction)
+    restored = blend(tiny_lm, corrupted, fraction, selection="surprisal")
     for layer in range(native.num_layers):
         torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
@@ -79,7 +81,55 @@ def test_surprisal_selection_recomputes_the_tokens_the_source_found_surprising(t
     assert not torch.allclose(by_error.keys[-1], native.keys[-1], atol=1e-3)
     corrupted.surprisal = None
     with pytest.raises(ValueError, match="surprisal"):
-        blend(tiny_lm, corrupted, fraction)
+        blend(tiny_lm, corrupted, fraction, selection="surprisal")
+
+
+def test_word_index_groups_tokens_into_the_words_of_the_text(tiny_lm):
+    text = "Leonardo da Vinci painted 1503 frescoes in Oswaldtwistle ; the Congress , militia !"
+    ids = tiny_lm.tokenizer(text, return_tensors="pt").input_ids[0]
+    words, alphanumeric = word_index(tiny_lm.tokenizer, ids)
+    assert words.shape == alphanumeric.shape == ids.shape and bool((words.diff() >= 0).all())
+    assert int(words.max()) + 1 > len(text.split())  # punctuation and the BOS are words of their own
+    pieces = tiny_lm.tokenizer.batch_decode([[int(t)] for t in ids])
+    grouped = [
+        "".join(p for p, w in zip(pieces, words, strict=True) if w == i).strip() for i in range(int(words.max()) + 1)
+    ]
+    assert [g for g in grouped[1:] if g] == re.findall(r"\w+|[^\w\s]", text)  # [0] is the BOS
+    assert alphanumeric.tolist() == [any(c.isalnum() for c in p) for p in pieces]
+
+
+def test_word_selection_takes_whole_words_best_first_and_keeps_the_budget():
+    scores = torch.tensor([9.0, 5.0, 0.0, 0.0, 8.0, 1.0, 0.0, 0.0])
+    words = torch.tensor([0, 1, 1, 2, 3, 3, 3, 4])
+    assert select_positions(scores, 0.5, words=words).tolist() == [1, 4, 5, 6]  # word 1 cut to its first token
+    assert select_positions(scores, 0.75, words=words).tolist() == [1, 2, 3, 4, 5, 6]
+    assert select_positions(scores, 0.375, words=words).tolist() == [4, 5, 6]
+    assert select_positions(scores, 0.375, selection="surprisal").tolist() == [1, 4, 5]  # single tokens
+
+
+def test_word_selection_recomputes_whole_surprising_words(tiny_lm):
+    """Only the first token of a name is surprising, but the target needs all of it: the word
+    selection restores every token of the two most surprising words; the token selection, with
+    the same budget, does not."""
+    ids = tiny_lm.tokenizer(TEXT + " Envoys of Zorblaxia met Oswaldtwistle.", return_tensors="pt").input_ids
+    native = _full_native_cache(tiny_lm, ids)
+    words, alphanumeric = word_index(tiny_lm.tokenizer, ids[0])
+    long_words = [w for w in words.unique().tolist() if (words == w).sum() >= 2 and alphanumeric[words == w].all()]
+    chosen = long_words[-2:]
+    assert len(chosen) == 2 and 0 not in words[:1].tolist() or words[0] not in chosen
+    positions = torch.cat([(words == w).nonzero().flatten() for w in chosen])
+    corrupted = _corrupt(native, positions, from_layer=1)
+    corrupted.surprisal = torch.ones(ids.shape)
+    corrupted.surprisal[0, positions] = 0.5  # the rest of each word is predictable ...
+    for surprise, w in zip((3.0, 4.0), chosen, strict=True):
+        corrupted.surprisal[0, (words == w).nonzero()[0]] = surprise  # ... its first token is not
+    fraction = positions.numel() / ids.shape[-1]
+    restored = blend(tiny_lm, corrupted, fraction)
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    by_token = blend(tiny_lm, corrupted, fraction, selection="surprisal")
+    assert not torch.allclose(by_token.keys[-1], native.keys[-1], atol=1e-3)
 
 
 def test_recompute_needs_every_position(tiny_models):

@@ -279,7 +279,7 @@ def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
     assert {"recompute@0", "recompute@1", "random@0.5", "error@0.5"} <= set(rows)
     assert rows["recompute@1"]["nll"] == pytest.approx(rows["native"]["nll"], abs=1e-4)
     assert rows["recompute@1"]["top1"] == 1 and rows["recompute@1"]["greedy_match"] == 1
-    assert rows["recompute@0"]["selection"] == "surprisal" and rows["random@0.5"]["selection"] == "random"
+    assert rows["recompute@0"]["selection"] == "words" and rows["random@0.5"]["selection"] == "random"
     assert rows["error@0.5"]["selection"] == "error" and "cost_ratio" not in rows["error@0.5"]
     assert all(rows[c]["cost_ratio"] > 0 for c in ("translated", "recompute@0", "recompute@1", "random@0.5"))
     assert rows["random@0.5"]["cost_ratio"] == rows["translated"]["cost_ratio"]  # the operating point's timing
