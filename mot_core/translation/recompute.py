@@ -70,19 +70,21 @@ def select_positions(
     scores: torch.Tensor,
     fraction: float,
     *,
-    selection: str = DEFAULT_SELECTION,
+    selection: str = "surprisal",
     seed: int = 0,
     words: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Positions to recompute: the ``round(fraction * T)`` highest ``scores [T]`` (random ones for
     ``selection="random"``) of ``1..T-1`` (position 0 is the native head).
 
-    With ``words [T]`` (word index per token, ``word_index``), whole words are taken, the word with
-    the highest-scoring token first, in text order within a word; the last one may be cut short so
-    that every selection recomputes the same number of tokens.
+    ``selection="words"`` takes whole words (``words [T]``, the word index per token from
+    ``word_index``), the word with the highest-scoring token first, in text order within a word;
+    the last one may be cut short so that every selection recomputes the same number of tokens.
     """
     if selection not in SELECTIONS:
         raise ValueError(f"unknown selection {selection!r}; choose from {SELECTIONS}")
+    if (selection == "words") != (words is not None):
+        raise ValueError("the words selection, and only it, takes the word index (word_index)")
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"recompute fraction must lie in [0, 1], got {fraction}")
     count = min(round(fraction * scores.numel()), scores.numel() - 1)
@@ -90,7 +92,7 @@ def select_positions(
         return torch.zeros(0, dtype=torch.long)
     if selection == "random":
         chosen = torch.randperm(scores.numel() - 1, generator=torch.Generator().manual_seed(seed))[:count]
-    elif words is not None:
+    elif selection == "words":
         best = torch.full((int(words.max()) + 1,), -torch.inf).scatter_reduce(0, words, scores.float(), "amax")
         rank = torch.empty_like(words)
         rank[best.argsort(descending=True, stable=True)] = torch.arange(best.numel())

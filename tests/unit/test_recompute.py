@@ -101,10 +101,18 @@ def test_word_index_groups_tokens_into_the_words_of_the_text(tiny_lm):
 def test_word_selection_takes_whole_words_best_first_and_keeps_the_budget():
     scores = torch.tensor([9.0, 5.0, 0.0, 0.0, 8.0, 1.0, 0.0, 0.0])
     words = torch.tensor([0, 1, 1, 2, 3, 3, 3, 4])
-    assert select_positions(scores, 0.5, words=words).tolist() == [1, 4, 5, 6]  # word 1 cut to its first token
-    assert select_positions(scores, 0.75, words=words).tolist() == [1, 2, 3, 4, 5, 6]
-    assert select_positions(scores, 0.375, words=words).tolist() == [4, 5, 6]
+
+    def by_words(fraction: float) -> list[int]:
+        return select_positions(scores, fraction, selection="words", words=words).tolist()
+
+    assert by_words(0.5) == [1, 4, 5, 6]  # word 1 cut to its first token
+    assert by_words(0.75) == [1, 2, 3, 4, 5, 6]
+    assert by_words(0.375) == [4, 5, 6]
     assert select_positions(scores, 0.375, selection="surprisal").tolist() == [1, 4, 5]  # single tokens
+    with pytest.raises(ValueError, match="word index"):
+        select_positions(scores, 0.5, selection="words")  # never single tokens in disguise
+    with pytest.raises(ValueError, match="word index"):
+        select_positions(scores, 0.5, words=words)
 
 
 def test_word_selection_recomputes_whole_surprising_words(tiny_lm):
