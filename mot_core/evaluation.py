@@ -23,6 +23,7 @@ from tqdm import tqdm
 from transformers import DynamicCache
 
 from mot_core.cache_ops import prefill, replace_head, to_model_cache
+from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 from mot_core.translation.objective import (
     PreparedSample,
@@ -271,20 +272,33 @@ def qa_accuracy(
     correct = dict.fromkeys(wanted, 0)
     for item in tqdm(items, desc="qa", unit="item"):
         p = prepare(source, target, Sample(item["context"], " ", -1), 1, native_tail)
-        prompt = f"\nQuestion: {item['question']}\nAnswer:"
-        prompt_ids = target.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
         builders = _condition_caches(target, p, None, translators, operating_point, variants)
         for c in correct:
-            cache, scores = builders[c](), []
-            for choice in item["choices"]:
-                choice_ids = target.tokenizer(" " + choice, add_special_tokens=False, return_tensors="pt")["input_ids"]
-                cont = torch.cat((prompt_ids, choice_ids), dim=-1)
-                logits = continuation_logits(target, _model_cache(target, cache), p.tail_ids, cont)
-                logprobs = -nll_per_token(logits, cont)[-choice_ids.shape[-1] :]
-                scores.append(logprobs.mean().item())
-            predicted = item["choices"][max(range(len(scores)), key=scores.__getitem__)]
-            correct[c] += predicted == item["answer"]
+            correct[c] += answers_right(target, p, item, builders[c]())
     return {c: n / len(items) for c, n in correct.items()}
+
+
+@torch.no_grad()
+def answers_right(target: LoadedModel, prepared: PreparedSample, item: dict, cache: KVCache | None) -> bool:
+    """Whether the target, given ``cache`` of the item's context (None: no context), scores the
+    right choice highest (mean log-probability of its tokens after the question)."""
+    prompt = f"\nQuestion: {item['question']}\nAnswer:"
+    prompt_ids = target.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    scores = []
+    for choice in item["choices"]:
+        choice_ids = target.tokenizer(" " + choice, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        cont = torch.cat((prompt_ids, choice_ids), dim=-1)
+        logits = continuation_logits(target, _model_cache(target, cache), prepared.tail_ids, cont)
+        scores.append((-nll_per_token(logits, cont)[-choice_ids.shape[-1] :]).mean().item())
+    return item["choices"][max(range(len(scores)), key=scores.__getitem__)] == item["answer"]
+
+
+def qa_retention(accuracy: dict[str, float]) -> dict[str, float | None]:
+    """Per condition other than native/none, (acc - none) / (native - none); None without a gap."""
+    gap = accuracy["native"] - accuracy["none"]
+    return {
+        c: (a - accuracy["none"]) / gap if gap > 0 else None for c, a in accuracy.items() if c not in ("native", "none")
+    }
 
 
 def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, meta: dict) -> None:
@@ -299,10 +313,7 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
     if qa is not None:
         for condition, accuracy in qa.items():
             rows.append({"condition": condition, "qa_accuracy": accuracy})
-        gap = qa["native"] - qa["none"]
-        by_condition = {
-            c: (a - qa["none"]) / gap if gap > 0 else None for c, a in qa.items() if c not in ("native", "none")
-        }
+        by_condition = qa_retention(qa)
         report["qa_retention"] = by_condition.get("translated")
         report["qa_retention_by_condition"] = by_condition
     (out / "report.json").write_text(json.dumps(report, indent=2))

@@ -24,28 +24,32 @@ import json
 import torch
 from tqdm import tqdm
 
-from mot_core.cache_ops import recompute_positions, to_model_cache
+from mot_core.cache_ops import recompute_positions
+from mot_core.evaluation import answers_right, qa_retention
 from mot_core.loading import load_model
-from mot_core.translation.objective import continuation_logits, nll_per_token, prepare, translated_cache
+from mot_core.translation.objective import prepare, translated_cache
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
 
 
 def prompt_of(item: dict) -> str:
-    return f"\nQuestion: {item['question']}\nAnswer:"  # as evaluation.qa_accuracy scores it
+    return f"\nQuestion: {item['question']}\nAnswer:"  # as evaluation.answers_right scores it
 
 
-def correct(target, prepared, item: dict, cache) -> bool:
-    prompt_ids = target.tokenizer(prompt_of(item), add_special_tokens=False, return_tensors="pt")["input_ids"]
-    scores = []
-    for choice in item["choices"]:
-        choice_ids = target.tokenizer(" " + choice, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        cont = torch.cat((prompt_ids, choice_ids), dim=-1)
-        model_cache = None if cache is None else to_model_cache(target, cache)
-        logits = continuation_logits(target, model_cache, prepared.tail_ids, cont)
-        scores.append((-nll_per_token(logits, cont)[-choice_ids.shape[-1] :]).mean().item())
-    return item["choices"][max(range(len(scores)), key=scores.__getitem__)] == item["answer"]
+def qa_items(offset: int, count: int) -> list[dict]:
+    with open("data/eval/qa_dev.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f][offset : offset + count]
+
+
+def print_table(title: str, right: dict[str, int], items: int) -> None:
+    """QA accuracy and retention per selection, as a Markdown table."""
+    accuracy = {name: n / items for name, n in right.items()}
+    retention = qa_retention(accuracy) | {"native": 1.0, "none": 0.0}
+    print(f"{title}\n| selection | QA accuracy | QA retention |\n|---|---|---|")
+    for name, acc in accuracy.items():
+        kept = retention[name]
+        print(f"| {name} | {acc:.3f} | {kept if kept is not None else float('nan'):.3f} |")
 
 
 @torch.no_grad()
@@ -103,19 +107,14 @@ def main() -> None:
     source, target = load_model("smollm2-135m"), load_model(args.target)
     source.model.set_attn_implementation("eager")  # attention weights for the question selection
     translator = load_translator(resolve_translator_path(args.checkpoint or f"smollm2-135m__{args.target}")).eval()
-    with open("data/eval/qa_dev.jsonl", encoding="utf-8") as f:
-        items = [json.loads(line) for line in f][: args.items]
+    items = qa_items(0, args.items)
     fractions = [float(f) for f in args.fractions.split(",")]
     right: dict[str, int] = {}
     for item in tqdm(items, desc="qa", unit="item"):
         p = prepare(source, target, Sample(item["context"], " ", -1), 1, translator.card.native_tail)
         for name, build in conditions(source, target, translator, p, item, fractions).items():
-            right[name] = right.get(name, 0) + correct(target, p, item, build())
-    accuracy = {name: n / len(items) for name, n in right.items()}
-    gap = accuracy["native"] - accuracy["none"]
-    print(f"{len(items)} items, {args.target}\n| selection | QA accuracy | QA retention |\n|---|---|---|")
-    for name, acc in accuracy.items():
-        print(f"| {name} | {acc:.3f} | {(acc - accuracy['none']) / gap if gap > 0 else float('nan'):.3f} |")
+            right[name] = right.get(name, 0) + answers_right(target, p, item, build())
+    print_table(f"{len(items)} items, {args.target}", right, len(items))
 
 
 if __name__ == "__main__":

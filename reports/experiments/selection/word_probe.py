@@ -24,14 +24,14 @@ use (``--offset 100``), so the choice made here is not scored on the items it wa
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 
 import torch
-from qa_selection_probe import answer_span, correct
+from qa_selection_probe import answer_span, print_table, qa_items
 from tqdm import tqdm
 
 from mot_core.cache_ops import recompute_positions
+from mot_core.evaluation import answers_right
 from mot_core.loading import load_model
 from mot_core.translation.objective import prepare, translated_cache
 from mot_core.translation.samples import Sample
@@ -102,8 +102,7 @@ def main() -> None:
     torch.set_num_threads(2)
     source, target = load_model("smollm2-135m"), load_model(args.target)
     translator = load_translator(resolve_translator_path(f"smollm2-135m__{args.target}")).eval()
-    with open("data/eval/qa_dev.jsonl", encoding="utf-8") as f:
-        items = [json.loads(line) for line in f][args.offset : args.offset + args.items]
+    items = qa_items(args.offset, args.items)
     fractions = [float(f) for f in args.fractions.split(",")]
     right: dict[str, int] = {}
     for item in tqdm(items, desc="qa", unit="item"):
@@ -115,13 +114,8 @@ def main() -> None:
             for name, positions in selections(p, item["context"], round(f * p.keep)).items():
                 caches[f"{name}@{f:g}"] = recompute_positions(target, every, positions)
         for name, cache in caches.items():
-            right[name] = right.get(name, 0) + correct(target, p, item, cache)
-    accuracy = {name: n / len(items) for name, n in right.items()}
-    gap = accuracy["native"] - accuracy["none"]
-    print(f"{len(items)} items from {args.offset}, {args.target}\n| selection | QA accuracy | QA retention |")
-    print("|---|---|---|")
-    for name, acc in accuracy.items():
-        print(f"| {name} | {acc:.3f} | {(acc - accuracy['none']) / gap if gap > 0 else float('nan'):.3f} |")
+            right[name] = right.get(name, 0) + answers_right(target, p, item, cache)
+    print_table(f"{len(items)} items from {args.offset}, {args.target}", right, len(items))
 
 
 if __name__ == "__main__":
