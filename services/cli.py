@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from mot_core.allocator import retain_freed_memory
 from mot_core.errors import MotError
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ def _configure(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="De
     )
     for noisy in ("httpx", "urllib3", "filelock", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    retain_freed_memory()
 
 
 def _load(name: str):

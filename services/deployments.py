@@ -15,10 +15,11 @@ from dataclasses import asdict
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from mot_core.allocator import retain_freed_memory
 from mot_core.generation import Sampling
 from mot_core.loading import load_model_meta
 from mot_core.translation.translator import TranslatorCard
-from services.config import Placement, load_config
+from services.config import Placement, ServiceConfig, load_config
 from services.deadline import Deadline
 from services.engines import (
     GenerationFacts,
@@ -47,6 +48,12 @@ def deployment_options(placement: Placement, name: str) -> dict:
     return options
 
 
+def _start_replica(args: dict) -> ServiceConfig:
+    """What every replica does first: its process's allocator tuning, then its config."""
+    retain_freed_memory()
+    return load_config(args)
+
+
 def target_deployment_name(index: int) -> str:
     return f"target-{index}"
 
@@ -54,7 +61,7 @@ def target_deployment_name(index: int) -> str:
 @serve.deployment(max_ongoing_requests=8)
 class SourceDeployment:
     def __init__(self, args: dict) -> None:
-        config = load_config(args)
+        config = _start_replica(args)
         self.store = RedisCacheStore.from_env(config.store)
         self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
         self.metrics = ServiceMetrics("source")
@@ -83,7 +90,7 @@ class SourceDeployment:
 @serve.deployment(max_ongoing_requests=16)
 class TranslatorDeployment:
     def __init__(self, args: dict, source: DeploymentHandle) -> None:
-        config = load_config(args)
+        config = _start_replica(args)
         self.store = RedisCacheStore.from_env(config.store)
         translators = load_translators(config)
         targets = {name: load_model_meta(name) for name in translators}
@@ -109,7 +116,7 @@ class TranslatorDeployment:
 @serve.deployment(max_ongoing_requests=8)
 class TargetDeployment:
     def __init__(self, args: dict, name: str, translator: DeploymentHandle | None) -> None:
-        config = load_config(args)
+        config = _start_replica(args)
         spec = next(t for t in config.targets if t.name == name)
         self.store = RedisCacheStore.from_env(config.store)
         card: TranslatorCard | None = read_translator_card(spec.translator) if spec.translator else None

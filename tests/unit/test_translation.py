@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from mot_core import cache_ops
 from mot_core.errors import MotError
@@ -344,3 +345,44 @@ def test_eval_prepares_each_sample_once_beside_its_neighbour():
     assert calls == ["a", "b", "c"]  # the first is kept for the last one's control, not prepared again
     assert list(_with_neighbours(prepare_one, ["x"])) == [("prepared x", None)]
     assert list(_with_neighbours(prepare_one, [])) == []
+
+
+def test_mixture_computes_its_formula_per_token():
+    """The layer-major, batched computation equals the translator's formula written per token and
+    layer: a mixture of source layers, a linear map of all mixtures, plus the top-k experts on the
+    first mixture; sliding layers only where the target keeps positions."""
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import TranslatorCard
+
+    torch.manual_seed(0)
+    windows = [None, 4, None, 4, 4]
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp")
+    config = dict(source_layers=3, source_width=6, target_layers=5, target_width=4, target_windows=windows)
+    translator = MixtureTranslator(card, **config, experts=3, top_k=2, hidden=5, mixes=2)
+    with torch.no_grad():
+        for parameter in translator.parameters():
+            parameter.normal_()
+        for name, buffer in translator.named_buffers():
+            buffer.copy_(torch.rand_like(buffer) + 0.5 if name.endswith("std") else torch.randn_like(buffer))
+    aligned = torch.randn(7, 3, 6)
+
+    t = translator
+    x = (aligned - t.source_mean) / t.source_std
+    expected = torch.zeros(7, 5, 4)
+    for layer, window in enumerate(windows):
+        for token in range(7):
+            if window is not None and token < 7 - (window - 1):
+                continue  # outside the window the target keeps: left at zero
+            mixed = t.layer_logits[layer].softmax(-1) @ x[token]  # [M, Fs]
+            out = t.base_bias[layer] + sum(mixed[m] @ t.base[layer, m] for m in range(2))
+            gate_logits = mixed[0] @ t.router[layer]
+            top = gate_logits.topk(2)
+            for gate, expert in zip(top.values.softmax(-1), top.indices, strict=True):
+                out = out + gate * (F.gelu(mixed[0] @ t.w_in[layer, expert]) @ t.w_out[layer, expert])
+            expected[token, layer] = out * t.target_std[layer] + t.target_mean[layer]
+    with torch.no_grad():
+        torch.testing.assert_close(translator.predict_rows(aligned), expected, rtol=1e-4, atol=1e-4)
+        kept_everywhere = translator.predict_rows(aligned, all_positions=True)
+    assert kept_everywhere[0, 1].abs().sum() > 0  # every position of the sliding layers too
+    torch.testing.assert_close(kept_everywhere[4:], expected[4:], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(kept_everywhere[:, [0, 2]], expected[:, [0, 2]], rtol=1e-4, atol=1e-4)

@@ -4,6 +4,11 @@
 function (evaluation.time_translation) back to back on held-out samples, so the cost of each
 recompute fraction can be read without the rest of the evaluation around it.
 
+The target runs in float32, as the service and ``mot eval`` run it; the translator's matmuls use
+bfloat16 where the CPU has bf16 units (``CacheTranslator.inference_rows``). For reference the probe
+also times the target's own prefill under bfloat16 autocast, the cheaper native prefill a
+bf16-serving target would have, and prints each cost against both.
+
     python reports/experiments/selection/cost_probe.py --target qwen2.5-0.5b --samples 10
 """
 
@@ -11,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import time
 
 import torch
 from tqdm import tqdm
 
+from mot_core.allocator import retain_freed_memory
+from mot_core.cache_ops import prefill
 from mot_core.data import pull_corpus
 from mot_core.evaluation import time_translation
 from mot_core.loading import load_model
@@ -33,23 +41,34 @@ def main() -> None:
     parser.add_argument("--fractions", default="0.05,0.1,0.15,0.2")
     args = parser.parse_args()
     torch.set_num_threads(2)
+    retain_freed_memory()
     source, target = load_model("smollm2-135m"), load_model(args.target)
     translator = load_translator(resolve_translator_path(args.checkpoint or f"smollm2-135m__{args.target}")).eval()
     documents = pull_corpus().texts("validation")
     samples = cut_samples(documents, source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=7)
     labels = {"pure translation": None} | {f"recompute@{f}": float(f) for f in args.fractions.split(",")}
-    native, seconds = [], {label: [] for label in labels}
+    native, native_bf16, seconds = [], [], {label: [] for label in labels}
     for sample in tqdm(samples, desc="samples", unit="ctx"):
         prepared = prepare(source, target, sample, 1, translator.card.native_tail)
         native_s, translate_s = time_translation(source, target, translator, prepared, sample.context, labels)
         native.append(native_s)
+        keep = max(1, len(prepared.alignment.target_ids) - translator.card.native_tail)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            started = time.perf_counter()
+            prefill(target, torch.tensor([prepared.alignment.target_ids[:keep]]))
+            native_bf16.append(time.perf_counter() - started)
         for label, s in translate_s.items():
             seconds[label].append(s)
-    prefill_s = statistics.median(native)
-    print(f"{len(samples)} samples at {args.context_tokens} tokens, native prefill median {prefill_s:.3f} s")
-    print("| condition | seconds (median) | cost (x native prefill) |\n|---|---|---|")
+    prefill_s, prefill_bf16_s = statistics.median(native), statistics.median(native_bf16)
+    print(
+        f"{len(samples)} samples at {args.context_tokens} tokens, native prefill median {prefill_s:.3f} s "
+        f"(float32), {prefill_bf16_s:.3f} s (bfloat16 autocast)"
+    )
+    print("| condition | seconds (median) | cost (x native prefill) | cost (x bf16 native prefill) |")
+    print("|---|---|---|---|")
     for label, values in seconds.items():
-        print(f"| {label} | {statistics.median(values):.3f} | {statistics.median(values) / prefill_s:.3f} |")
+        s = statistics.median(values)
+        print(f"| {label} | {s:.3f} | {s / prefill_s:.3f} | {s / prefill_bf16_s:.3f} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+"""Keep freed tensor memory in the process instead of mapping fresh pages on every call.
+
+glibc serves allocations above its mmap threshold (32 MB at most, when it adjusts it itself)
+with freshly mapped pages and unmaps them on free. A translation at 1024 tokens allocates and
+frees 50-150 MB temporaries on every call, so each call paid page faults and the kernel's
+zeroing of those pages again: on the 2-core reference CPU, about 45% of a Qwen2.5 translation
+(0.20 s against 0.11 s with this; the target's own prefill did not change). PyTorch's CPU
+performance guides recommend jemalloc or tcmalloc for the same reason; this is the glibc
+equivalent, set in-process with ``mallopt``, so it needs no preloaded library.
+
+The price is resident memory: up to ``limit`` bytes freed at the top of the heap stay with the
+process. Set ``MOT_MALLOC_TUNING=off`` to leave the allocator alone (to compare, or elsewhere).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc <malloc.h>
+DEFAULT_LIMIT = 1 << 30
+
+
+def retain_freed_memory(limit: int = DEFAULT_LIMIT) -> bool:
+    """Serve allocations below ``limit`` from the heap and keep up to ``limit`` freed bytes there.
+
+    Returns whether the allocator was tuned: False off glibc, or with ``MOT_MALLOC_TUNING=off``.
+    Call it once at process start (CLI, each service replica); it affects later allocations only.
+    """
+    if os.environ.get("MOT_MALLOC_TUNING", "on").lower() in ("off", "0", "false", "no"):
+        log.debug("allocator left alone (MOT_MALLOC_TUNING=off)")
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        log.debug("no glibc mallopt here; allocator left alone")
+        return False
+    applied = mallopt(M_MMAP_THRESHOLD, limit) == 1 and mallopt(M_TRIM_THRESHOLD, limit) == 1
+    log.debug("allocator %s: heap allocations up to %d bytes retained", "tuned" if applied else "NOT tuned", limit)
+    return applied

@@ -1,0 +1,54 @@
+"""The allocator tuning: large freed tensors stay in the heap, so reallocating them costs no page faults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mot_core.allocator import retain_freed_memory
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+
+# A call that allocates and frees large temporaries (as a translation does), repeated: untuned,
+# glibc maps fresh pages for each one above its mmap threshold (32 MB at most) and unmaps them on
+# free, so every call faults them in again
+FAULTS = """
+import resource, torch
+from mot_core.allocator import retain_freed_memory
+print(retain_freed_memory())
+def call():
+    a = torch.ones(48 << 20, dtype=torch.uint8)
+    b = torch.cat((a, a[: 24 << 20]))
+    c = b.to(torch.int16)[: 10 << 20]
+    return int(c[-1])
+for _ in range(3):
+    call()  # the heap settles
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(3):
+    call()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _page_faults(tuning: str) -> tuple[str, int]:
+    env = {**os.environ, "MOT_MALLOC_TUNING": tuning}
+    out = subprocess.run([sys.executable, "-c", FAULTS], env=env, capture_output=True, text=True, check=True)
+    applied, faults = out.stdout.split()
+    return applied, int(faults)
+
+
+def test_repeated_calls_fault_no_pages_once_tuned():
+    tuned, tuned_faults = _page_faults("on")
+    untuned, untuned_faults = _page_faults("off")
+    assert (tuned, untuned) == ("True", "False")
+    pages = 3 * (48 + 72 + 144) * 256  # three calls' temporaries, in 4 KiB pages
+    assert untuned_faults > pages // 2  # the control: every call faults its pages in again
+    assert tuned_faults < pages // 100
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("MOT_MALLOC_TUNING", "off")
+    assert retain_freed_memory() is False
