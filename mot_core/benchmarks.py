@@ -21,13 +21,18 @@ from mot_core.roundtrip import context_token_ids, demo_text
 GB = 1e9
 
 
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+def timed_runs(fn: Callable[[], object], repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` back-to-back calls of ``fn``."""
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
         fn()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    return statistics.median(timed_runs(fn, repeats))
 
 
 @dataclass

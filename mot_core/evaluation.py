@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache
 
+from mot_core.benchmarks import timed_runs
 from mot_core.cache_ops import prefill, replace_head, to_model_cache
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
@@ -143,7 +143,7 @@ def time_translation(
     """
     target_ids = prepared.alignment.target_ids
     keep = max(1, len(target_ids) - translator.card.native_tail)
-    native_s = _fastest(lambda: prefill(target, torch.tensor([target_ids[:keep]])), repeats)
+    native_s = min(timed_runs(lambda: prefill(target, torch.tensor([target_ids[:keep]])), repeats))
 
     def translate(fraction: float | None) -> None:
         result = translator.translate(
@@ -160,16 +160,7 @@ def time_translation(
             cache = blend(target, cache, fraction)
         to_model_cache(target, cache)
 
-    return native_s, {label: _fastest(lambda f=f: translate(f), repeats) for label, f in fractions.items()}
-
-
-def _fastest(call: Callable[[], object], repeats: int) -> float:
-    seconds = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        seconds.append(time.perf_counter() - started)
-    return min(seconds)
+    return native_s, {label: min(timed_runs(lambda f=f: translate(f), repeats)) for label, f in fractions.items()}
 
 
 @dataclass
