@@ -143,7 +143,8 @@ def time_translation(
     """
     target_ids = prepared.alignment.target_ids
     keep = max(1, len(target_ids) - translator.card.native_tail)
-    native_s = min(timed_runs(lambda: prefill(target, torch.tensor([target_ids[:keep]])), repeats))
+    native_ids = torch.tensor([target_ids[:keep]])
+    native_s = min(timed_runs(lambda: prefill(target, native_ids), repeats))
 
     def translate(fraction: float | None) -> None:
         result = translator.translate(

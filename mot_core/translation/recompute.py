@@ -119,9 +119,10 @@ def blend(
     ``selection="words"`` and ``"surprisal"`` need ``cache.surprisal`` (the source prefill's,
     ``prefill(surprisal=True)``).
     """
-    if selection in ("words", "surprisal") and cache.surprisal is None:
+    by_surprisal = selection in ("words", "surprisal")
+    if by_surprisal and cache.surprisal is None:
         raise ValueError(f"{selection} selection needs the source's per-token surprisal in the cache")
-    scores = cache.surprisal[0] if selection in ("words", "surprisal") else torch.zeros(cache.seq_len)
+    scores = cache.surprisal[0] if by_surprisal else torch.zeros(cache.seq_len)
     words = None
     if selection == "words":
         words, alphanumeric = word_index(target.tokenizer, cache.token_ids[0])
