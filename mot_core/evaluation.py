@@ -70,34 +70,46 @@ class Variant:
     translator: str = "translated"
     recompute: float | None = None  # None: pure translation (recompute.blend otherwise)
     selection: str = DEFAULT_SELECTION
+    recent: float = 0.0  # share of the context recomputed from its end (part of ``recompute``)
+    ablation: bool = False  # costs what its fraction costs (not timed on its own)
 
 
-def sweep_variants(operating_point: float | None, fractions: Sequence[float]) -> dict[str, Variant]:
-    """Extra conditions: the recompute fractions of the sweep, and the ablations of the selection
-    (single surprising tokens instead of whole words, the worst-translated tokens by layer-0 error,
-    and random tokens) at the operating point, or at the middle of the sweep when the operating
-    point is pure translation."""
-    variants = {f"recompute@{f:g}": Variant(recompute=f) for f in fractions}
+def sweep_variants(
+    operating_point: float | None, fractions: Sequence[float], recent: float = 0.0
+) -> dict[str, Variant]:
+    """Extra conditions: the recompute fractions of the sweep, and ablations at the operating point
+    (or at the middle of the sweep when the operating point is pure translation): the rest of the
+    budget chosen by single surprising tokens instead of whole words, by the layer-0 error, or at
+    random; and, where a ``recent`` share is set, all of the budget on words (``words-only``) or on
+    the context's last tokens (``recent-only``)."""
+    variants = {f"recompute@{f:g}": Variant(recompute=f, recent=min(recent, f)) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated:
+        share = min(recent, ablated)
         for selection in ("surprisal", "error", "random"):
-            variants[f"{selection}@{ablated:g}"] = Variant(recompute=ablated, selection=selection)
+            variants[f"{selection}@{ablated:g}"] = Variant(
+                recompute=ablated, selection=selection, recent=share, ablation=True
+            )
+        if share > 0:
+            variants[f"words-only@{ablated:g}"] = Variant(recompute=ablated, ablation=True)
+            variants[f"recent-only@{ablated:g}"] = Variant(recompute=ablated, recent=ablated, ablation=True)
     return variants
 
 
-def _condition_caches(target, prepared, other, translators, operating_point, sweep) -> dict[str, Callable[[], object]]:
+def _condition_caches(target, prepared, other, translators, operating_point: Variant, sweep) -> dict[str, Callable]:
     """Builders of each condition's ``KVCache`` (None: no cache), evaluated lazily."""
 
     def build(p, variant):
+        translator = translators[variant.translator]
         return translated_cache(
-            translators[variant.translator], p, target, recompute=variant.recompute, selection=variant.selection
+            translator, p, target, recompute=variant.recompute, selection=variant.selection, recent=variant.recent
         )
 
     builders = {"native": lambda: prepared.native_cache, "none": lambda: None}
     if "translated" in translators:
-        builders["translated"] = lambda: build(prepared, Variant(recompute=operating_point))
+        builders["translated"] = lambda: build(prepared, operating_point)
         if other is not None:
-            builders["deranged"] = lambda: build(other, Variant(recompute=operating_point))
+            builders["deranged"] = lambda: build(other, operating_point)
     if "ridge" in translators:
         builders["ridge"] = lambda: build(prepared, Variant("ridge"))
     for name, variant in sweep.items():
@@ -129,7 +141,7 @@ def time_translation(
     translator: CacheTranslator,
     prepared: PreparedSample,
     context: str,
-    fractions: dict[str, float | None],
+    variants: dict[str, Variant],
     repeats: int = TIMING_REPEATS,
 ) -> tuple[float, dict[str, float]]:
     """Native prefill seconds and, per label, translation seconds (recompute included), back to back.
@@ -146,7 +158,7 @@ def time_translation(
     native_ids = torch.tensor([target_ids[:keep]])
     native_s = min(timed_runs(lambda: prefill(target, native_ids), repeats))
 
-    def translate(fraction: float | None) -> None:
+    def translate(variant: Variant) -> None:
         result = translator.translate(
             prepared.source_cache,
             context,
@@ -154,14 +166,19 @@ def time_translation(
             source_tokenizer=source.tokenizer,
             target_spec=target.spec,
             target_tokenizer=target.tokenizer,
-            all_positions=fraction is not None,
+            all_positions=variant.recompute is not None,
         )
         cache = replace_head(target, result.cache)
-        if fraction is not None:
-            cache = blend(target, cache, fraction)
+        if variant.recompute is not None:
+            cache = blend(target, cache, variant.recompute, selection=variant.selection, recent=variant.recent)
         to_model_cache(target, cache)
 
-    return native_s, {label: min(timed_runs(lambda f=f: translate(f), repeats)) for label, f in fractions.items()}
+    return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
+
+
+def _operating_variant(fraction: float | None, recent: float) -> Variant:
+    """The ``translated`` condition: pure translation, or the operating point's recompute."""
+    return Variant(recompute=fraction, recent=min(recent, fraction) if fraction is not None else 0.0)
 
 
 @dataclass
@@ -179,17 +196,18 @@ def evaluate(
     native_tail: int,
     continuation_tokens: int = 64,
     operating_point: float | None = None,
+    recent: float = 0.0,
     sweep: Sequence[float] = (),
 ) -> EvalResult:
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
     ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
-    translation); each fraction of ``sweep`` adds a ``recompute@f`` condition and its timing.
+    translation, with ``recent`` of the context from its end); each fraction of ``sweep`` adds a
+    ``recompute@f`` condition and its timing.
     """
-    variants = sweep_variants(operating_point, sweep) if "translated" in translators else {}
-    timed = {"translated": operating_point} | {
-        name: v.recompute for name, v in variants.items() if v.selection == DEFAULT_SELECTION
-    }
+    point = _operating_variant(operating_point, recent)
+    variants = sweep_variants(operating_point, sweep, recent) if "translated" in translators else {}
+    timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
     rows, per_length = [], {}
     prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
     for length, samples in samples_by_length.items():
@@ -197,7 +215,7 @@ def evaluate(
         tokens, greedy_total, timings = 0, 0, []
         neighbours = _with_neighbours(prepare_one, samples)
         for i, (p, other) in enumerate(tqdm(neighbours, total=len(samples), desc=f"{length} tok", unit="ctx")):
-            builders = _condition_caches(target, p, other, translators, operating_point, variants)
+            builders = _condition_caches(target, p, other, translators, point, variants)
             caches = {c: b() for c, b in builders.items()}
             logits = {
                 c: continuation_logits(target, _model_cache(target, kv), p.tail_ids, p.continuation_ids)
@@ -237,9 +255,10 @@ def evaluate(
             if c in variants:
                 row["recompute"] = variants[c].recompute
                 row["selection"] = variants[c].selection
+                row["recent"] = variants[c].recent
             label = c
-            if c in variants and variants[c].selection == "random":  # costs what the same fraction costs
-                fraction = variants[c].recompute
+            if c in variants and variants[c].ablation and variants[c].selection != "error":
+                fraction = variants[c].recompute  # the same number of tokens costs what the fraction costs
                 label = f"recompute@{fraction:g}" if f"recompute@{fraction:g}" in translate_s else "translated"
             # (the "error" ablation is not timed: it also runs the target's layer 0 over every token)
             if label in translate_s and native_s:
@@ -247,7 +266,7 @@ def evaluate(
             length_rows.append(row)
         rows += length_rows
         ret = {r["condition"]: r["retention"] for r in length_rows}
-        info = {"samples": len(samples), "continuation_tokens": tokens, "recompute": operating_point}
+        info = {"samples": len(samples), "continuation_tokens": tokens, "recompute": operating_point, "recent": recent}
         if "translated" in ret and "deranged" in ret:
             info["content_gain"] = ret["translated"] - ret["deranged"]
         if timings:
@@ -267,15 +286,17 @@ def qa_accuracy(
     *,
     native_tail: int,
     operating_point: float | None = None,
+    recent: float = 0.0,
     sweep: Sequence[float] = (),
 ) -> dict[str, float]:
     """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md)."""
-    variants = sweep_variants(operating_point, sweep) if "translated" in translators else {}
+    point = _operating_variant(operating_point, recent)
+    variants = sweep_variants(operating_point, sweep, recent) if "translated" in translators else {}
     wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
     correct = dict.fromkeys(wanted, 0)
     for item in tqdm(items, desc="qa", unit="item"):
         p = prepare(source, target, Sample(item["context"], " ", -1), 1, native_tail)
-        builders = _condition_caches(target, p, None, translators, operating_point, variants)
+        builders = _condition_caches(target, p, None, translators, point, variants)
         for c in correct:
             correct[c] += answers_right(target, p, item, builders[c]())
     return {c: n / len(items) for c, n in correct.items()}
@@ -323,7 +344,8 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
     lines = [
         f"# Translator evaluation: {meta.get('source')} -> {meta.get('target')}",
         "",
-        f"Operating point: recompute fraction {meta.get('recompute')} (None: pure translation). "
+        f"Operating point: recompute fraction {meta.get('recompute')} (None: pure translation), "
+        f"of which the context's last {meta.get('recent', 0.0)} (`recent`). "
         "cost = translation incl. recompute / native prefill, same samples, same run "
         f"(per sample, each the fastest of {TIMING_REPEATS} back-to-back runs; median over samples).",
         "",
@@ -382,7 +404,7 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
         sweep = sorted(
             (r["recompute"], r["retention"], r.get("cost_ratio"))
             for r in result.rows
-            if r["context_tokens"] == length and r.get("selection") == DEFAULT_SELECTION
+            if r["context_tokens"] == length and r["condition"].startswith("recompute@")
         )
         if sweep:
             ax3.plot([f for f, _, _ in sweep], [q for _, q, _ in sweep], marker="o", label=f"{length} tok: retention")

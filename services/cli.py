@@ -309,6 +309,15 @@ def evaluate(
             "translation (default: the checkpoint card's recompute_fraction)."
         ),
     ] = None,
+    recent: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Of the recompute fraction, the share of the context taken from its end (the tokens a "
+            "continuation leans on most) instead of the most surprising words (default: the card's recompute_recent).",
+        ),
+    ] = None,
     sweep: Annotated[
         str, typer.Option(help="Comma-separated recompute fractions reported side by side (quality vs cost).")
     ] = "",
@@ -354,7 +363,8 @@ def evaluate(
     }
     translators = {"translated": translator, **({"ridge": ridge} if ridge is not None else {})}
     operating_point = translator.card.recompute_fraction if recompute is None else _fraction_or_none(recompute)
-    knob = {"operating_point": operating_point, "sweep": _fraction_list(sweep)}
+    recent = translator.card.recompute_recent if recent is None else recent
+    knob = {"operating_point": operating_point, "recent": recent, "sweep": _fraction_list(sweep)}
     result = run_eval(src, tgt, translators, by_length, native_tail=translator.card.native_tail, **knob)
     qa_result = None
     if qa is not None:
@@ -369,6 +379,7 @@ def evaluate(
         "seed": seed,
         "ridge_contexts": ridge_contexts,
         "recompute": operating_point,
+        "recent": recent,
         "sweep": knob["sweep"],
     }
     write_report(out, result, qa_result, meta)

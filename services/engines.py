@@ -273,6 +273,7 @@ class TargetEngine:
         self.translator_version = translator_card.version if translator_card is not None else ""
         # the translator's operating point: this share of the context is recomputed here (recompute.blend)
         self.recompute = translator_card.recompute_fraction if translator_card is not None else None
+        self.recent = translator_card.recompute_recent if translator_card is not None else 0.0
         self.translator_name = (spec.translator if isinstance(spec, TargetSpec) else None) or ""
         self._locks = KeyedLocks()
 
@@ -298,16 +299,16 @@ class TargetEngine:
         """The translated cache as this model uses it, its stored blob, and whether it was made now.
 
         Position 0 (BOS / attention sink) is always the target's own. At the translator's operating
-        point the target also recomputes that share of the context over the translation (the words
-        the source found most surprising), once: the blended cache is stored under its own key
-        (translator version + selection + fraction).
+        point the target also recomputes that share of the context over the translation (the last
+        tokens of the context and the words the source found most surprising), once: the blended
+        cache is stored under its own key (translator version + selection + fraction + recent share).
         """
         deadline.check("translation")
         if self.recompute is None:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
         card = self.card
-        version = f"{card.version}+{DEFAULT_SELECTION}{self.recompute:g}"
+        version = f"{card.version}+{DEFAULT_SELECTION}{self.recompute:g}r{self.recent:g}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)
@@ -319,13 +320,15 @@ class TargetEngine:
             deadline.check("recompute")
             started = time.perf_counter()
             blob = codec.encode(
-                trim_to_windows(blend(self.lm, translated, self.recompute), self.lm.spec), self.storage_dtype
+                trim_to_windows(blend(self.lm, translated, self.recompute, recent=self.recent), self.lm.spec),
+                self.storage_dtype,
             )
             self.store.put(key, blob)
             cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
             log.info(
-                "recomputed %.0f%% of %s natively in %.3f s",
+                "recomputed %.0f%% of %s natively (the last %.0f%% of it and surprising words) in %.3f s",
                 100 * self.recompute,
+                100 * self.recent,
                 ctx[:12],
                 time.perf_counter() - started,
             )

@@ -88,12 +88,13 @@ def translated_cache(
     *,
     recompute: float | None = None,
     selection: str = DEFAULT_SELECTION,
+    recent: float = 0.0,
 ) -> KVCache:
     """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
 
     ``recompute=None`` is pure translation; ``0.0`` is the same rows with every position in every
     layer (what a recompute starts from); ``f > 0`` also recomputes ``f`` of the tokens natively
-    (``recompute.blend``, chosen by ``selection``).
+    (``recompute.blend``: the last ``recent`` of the context, the rest chosen by ``selection``).
     """
     blended = recompute is not None
     rows = translator.inference_rows(prepared.aligned_rows[: prepared.keep], all_positions=blended)
@@ -102,7 +103,7 @@ def translated_cache(
     cache = rows_to_cache(
         rows, target.spec, ids, target.fingerprint.id, all_positions=blended, surprisal=prepared.surprisal
     )
-    return blend(target, cache, recompute, selection=selection) if blended else cache
+    return blend(target, cache, recompute, selection=selection, recent=recent) if blended else cache
 
 
 def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.Tensor, keep: int):

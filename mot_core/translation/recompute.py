@@ -73,10 +73,12 @@ def select_positions(
     selection: str = "surprisal",
     seed: int = 0,
     words: torch.Tensor | None = None,
+    recent: float = 0.0,
 ) -> torch.Tensor:
-    """Positions to recompute: the ``round(fraction * T)`` highest ``scores [T]`` (random ones for
-    ``selection="random"``) of ``1..T-1`` (position 0 is the native head).
+    """Positions to recompute: ``round(fraction * T)`` of ``1..T-1`` (position 0 is the native head).
 
+    ``recent`` of the context (a fraction of ``T``, part of ``fraction``) is its last tokens; the
+    rest are the highest ``scores [T]`` before them (random ones for ``selection="random"``).
     ``selection="words"`` takes whole words (``words [T]``, the word index per token from
     ``word_index``), the word with the highest-scoring token first, in text order within a word;
     the last one may be cut short so that every selection recomputes the same number of tokens.
@@ -85,22 +87,31 @@ def select_positions(
         raise ValueError(f"unknown selection {selection!r}; choose from {SELECTIONS}")
     if (selection == "words") != (words is not None):
         raise ValueError("the words selection, and only it, takes the word index (word_index)")
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"recompute fraction must lie in [0, 1], got {fraction}")
-    count = min(round(fraction * scores.numel()), scores.numel() - 1)
+    if not 0.0 <= recent <= fraction <= 1.0:
+        raise ValueError(f"need 0 <= recent <= fraction <= 1, got recent={recent}, fraction={fraction}")
+    length = scores.numel()
+    count = min(round(fraction * length), length - 1)
+    tail = min(round(recent * length), count)
+    if count <= 0:
+        return torch.zeros(0, dtype=torch.long)
+    head = length - tail  # positions 0..head-1 are chosen by score
+    chosen = _by_score(scores[:head], count - tail, selection, seed, None if words is None else words[:head])
+    return torch.cat(((chosen + 1).sort().values, torch.arange(head, length)))
+
+
+def _by_score(scores: torch.Tensor, count: int, selection: str, seed: int, words: torch.Tensor | None) -> torch.Tensor:
+    """Indices into ``scores[1:]`` of the ``count`` positions ``select_positions`` picks by score."""
     if count <= 0:
         return torch.zeros(0, dtype=torch.long)
     if selection == "random":
-        chosen = torch.randperm(scores.numel() - 1, generator=torch.Generator().manual_seed(seed))[:count]
-    elif selection == "words":
+        return torch.randperm(scores.numel() - 1, generator=torch.Generator().manual_seed(seed))[:count]
+    if selection == "words":
         best = torch.full((int(words.max()) + 1,), -torch.inf).scatter_reduce(0, words, scores.float(), "amax")
         rank = torch.empty_like(words)
         rank[best.argsort(descending=True, stable=True)] = torch.arange(best.numel())
         order = rank[words] * scores.numel() + torch.arange(scores.numel())  # best word first, then text order
-        chosen = order[1:].argsort()[:count]
-    else:
-        chosen = scores[1:].topk(count).indices
-    return (chosen + 1).sort().values
+        return order[1:].argsort()[:count]
+    return scores[1:].topk(count).indices
 
 
 def blend(
@@ -109,10 +120,12 @@ def blend(
     fraction: float,
     *,
     selection: str = DEFAULT_SELECTION,
+    recent: float = 0.0,
     seed: int = 0,
     exact_first_layer: bool = False,
 ) -> KVCache:
-    """``fraction`` of the tokens recomputed natively over the rest of the translated ``cache``.
+    """``fraction`` of the tokens recomputed natively over the rest of the translated ``cache``:
+    the last ``recent`` of the context, and the rest by ``selection`` (``select_positions``).
 
     ``cache`` holds every position in every layer (``all_positions``); the result has the same
     layout (``to_model_cache`` or ``trim_to_windows`` drop what sliding layers do not keep).
@@ -135,5 +148,5 @@ def blend(
             keys, values = list(cache.keys), list(cache.values)
             keys[0], values[0] = native_keys.to(keys[0].dtype).cpu(), native_values.to(values[0].dtype).cpu()
             cache = replace(cache, keys=keys, values=values)
-    positions = select_positions(scores, fraction, selection=selection, seed=seed, words=words)
+    positions = select_positions(scores, fraction, selection=selection, seed=seed, words=words, recent=recent)
     return recompute_positions(target, cache, positions)

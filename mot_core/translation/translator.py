@@ -48,6 +48,9 @@ class TranslatorCard:
     # the shipped operating point of the quality knob: fraction of context tokens the target
     # recomputes itself (recompute.blend); None: pure translation
     recompute_fraction: float | None = None
+    # of that fraction, the share of the context taken from its end (the tokens a continuation leans
+    # on most) rather than by the selection; see recompute.select_positions
+    recompute_recent: float = 0.0
     config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
     recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only

@@ -30,12 +30,13 @@ def build_models_and_translator(root: Path) -> dict:
     return {"dirs": dirs, "translator": root / "ridge-llama-gemma3"}
 
 
-def with_operating_point(translator: Path, fraction: float, out: Path) -> Path:
-    """A copy of a translator checkpoint whose card ships a recompute fraction (the quality knob)."""
+def with_operating_point(translator: Path, fraction: float, out: Path, recent: float = 0.0) -> Path:
+    """A copy of a translator checkpoint whose card ships a recompute fraction (the quality knob),
+    ``recent`` of the context from its end."""
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(translator / WEIGHTS_FILE, out / WEIGHTS_FILE)
     card = json.loads((translator / CARD_FILE).read_text())
-    (out / CARD_FILE).write_text(json.dumps({**card, "recompute_fraction": fraction}))
+    (out / CARD_FILE).write_text(json.dumps({**card, "recompute_fraction": fraction, "recompute_recent": recent}))
     return out
 
 

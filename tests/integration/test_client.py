@@ -115,7 +115,7 @@ def served(service_models, tmp_path_factory):
     work = tmp_path_factory.mktemp("mot-serve")
     # this service runs the translator at an operating point: the target recomputes a quarter of each
     # context over the translation (tests/integration/test_service.py covers pure translation)
-    blended = with_operating_point(service_models["translator"], 0.25, work / "ridge-recompute")
+    blended = with_operating_point(service_models["translator"], 0.25, work / "ridge-recompute", recent=0.1)
     config = service_config(service_models, blended)
     (work / "service.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in ("MOT_REDIS_URL", "MOT_API_TOKEN")}
@@ -246,7 +246,8 @@ def test_sync_client_round_trip(served, client, models):
     info = client.get_cache_blob(put.context_id, translated)
     assert isinstance(info, CacheBlob) and info.data == blob and info.cache_source == "TRANSLATED_HIT"
 
-    # the served cache is the translation with the target's own head, a quarter recomputed, trimmed
+    # the served cache is the translation with the target's own head, a quarter recomputed (a tenth
+    # of the context from its end), trimmed
     source_lm, target_lm = load_model(served.config["source"]["name"]), models[translated]
     translator = load_translator(served.config["targets"][0]["translator"])
     source_ids = source_lm.tokenizer(text, return_tensors="pt")["input_ids"]
@@ -261,7 +262,8 @@ def test_sync_client_round_trip(served, client, models):
         target_tokenizer=target_lm.tokenizer,
     ).cache
     raw = codec.decode(codec.encode(raw, "bfloat16"), dtype=torch.float32)  # as stored
-    expected = cache_ops.trim_to_windows(blend(target_lm, cache_ops.replace_head(target_lm, raw), 0.25), target_lm.spec)
+    blended = blend(target_lm, cache_ops.replace_head(target_lm, raw), 0.25, recent=0.1)
+    expected = cache_ops.trim_to_windows(blended, target_lm.spec)
     expected = codec.decode(codec.encode(expected, "bfloat16"), dtype=torch.float32)
     cache = cache.to(torch.float32)
     assert [k.shape for k in cache.keys] == [k.shape for k in expected.keys]

@@ -115,6 +115,23 @@ def test_word_selection_takes_whole_words_best_first_and_keeps_the_budget():
         select_positions(scores, 0.5, words=words)
 
 
+def test_recent_share_takes_the_last_tokens_and_the_rest_by_words():
+    """``recent`` moves part of the budget to the end of the context; the total stays the same."""
+    scores = torch.tensor([9.0, 5.0, 0.0, 0.0, 8.0, 1.0, 0.0, 0.5])
+    words = torch.tensor([0, 1, 1, 2, 3, 3, 3, 4])
+
+    def chosen(fraction: float, recent: float) -> list[int]:
+        return select_positions(scores, fraction, selection="words", words=words, recent=recent).tolist()
+
+    assert chosen(0.5, 0.0) == [1, 4, 5, 6]  # word 3 whole, then word 1 cut to its first token
+    assert chosen(0.5, 0.25) == [4, 5, 6, 7]  # the last two tokens, then word 3 (what is left of it)
+    assert chosen(0.625, 0.125) == [1, 4, 5, 6, 7]  # the last token, word 3, word 1's first token
+    assert chosen(0.375, 0.375) == [5, 6, 7]  # all of it from the end
+    assert select_positions(scores, 0.375, recent=0.25).tolist() == [4, 6, 7]  # single tokens: 4, then the end
+    with pytest.raises(ValueError, match="recent"):
+        chosen(0.25, 0.5)  # the recent share is part of the fraction
+
+
 def test_word_selection_recomputes_whole_surprising_words(tiny_lm):
     """Only the first token of a name is surprising, but the target needs all of it: the word
     selection restores every token of the two most surprising words; the token selection, with

@@ -274,17 +274,25 @@ def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
         native_tail=2,
         continuation_tokens=8,
         operating_point=0.5,
+        recent=0.25,
         sweep=[0.0, 1.0],
     )
     rows = {r["condition"]: r for r in result.rows}
-    assert {"recompute@0", "recompute@1", "random@0.5", "error@0.5"} <= set(rows)
+    assert {"recompute@0", "recompute@1", "random@0.5", "error@0.5", "words-only@0.5", "recent-only@0.5"} <= set(rows)
+    assert [rows[c]["recent"] for c in ("recompute@0", "recompute@1", "words-only@0.5", "recent-only@0.5")] == [
+        0.0,
+        0.25,
+        0.0,
+        0.5,
+    ]
     assert rows["recompute@1"]["nll"] == pytest.approx(rows["native"]["nll"], abs=1e-4)
     assert rows["recompute@1"]["top1"] == 1 and rows["recompute@1"]["greedy_match"] == 1
     assert rows["recompute@0"]["selection"] == "words" and rows["random@0.5"]["selection"] == "random"
     assert rows["error@0.5"]["selection"] == "error" and "cost_ratio" not in rows["error@0.5"]
     assert all(rows[c]["cost_ratio"] > 0 for c in ("translated", "recompute@0", "recompute@1", "random@0.5"))
-    assert rows["random@0.5"]["cost_ratio"] == rows["translated"]["cost_ratio"]  # the operating point's timing
-    assert result.per_length[6]["recompute"] == 0.5
+    for ablation in ("random@0.5", "words-only@0.5", "recent-only@0.5"):  # the operating point's timing
+        assert rows[ablation]["cost_ratio"] == rows["translated"]["cost_ratio"]
+    assert result.per_length[6]["recompute"] == 0.5 and result.per_length[6]["recent"] == 0.25
 
 
 def test_report_has_the_issue_keys_and_renders(tmp_path, pair, ridge, samples):

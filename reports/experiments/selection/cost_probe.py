@@ -24,7 +24,7 @@ from mot_core.allocator import retain_freed_memory
 from mot_core.benchmarks import timed_runs
 from mot_core.cache_ops import prefill
 from mot_core.data import pull_corpus
-from mot_core.evaluation import TIMING_REPEATS, time_translation
+from mot_core.evaluation import TIMING_REPEATS, Variant, time_translation
 from mot_core.loading import load_model
 from mot_core.translation.objective import prepare
 from mot_core.translation.samples import cut_samples
@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--context-tokens", type=int, default=1024)
     parser.add_argument("--fractions", default="0.05,0.1,0.15,0.2")
+    parser.add_argument("--recent", default="0", help="shares of the context recomputed from its end, per fraction")
     args = parser.parse_args()
     torch.set_num_threads(2)
     retain_freed_memory()
@@ -46,7 +47,11 @@ def main() -> None:
     translator = load_translator(resolve_translator_path(args.checkpoint or f"smollm2-135m__{args.target}")).eval()
     documents = pull_corpus().texts("validation")
     samples = cut_samples(documents, source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=7)
-    labels = {"pure translation": None} | {f"recompute@{f}": float(f) for f in args.fractions.split(",")}
+    labels = {"pure translation": Variant()} | {
+        f"recompute@{f} recent {r}": Variant(recompute=float(f), recent=min(float(r), float(f)))
+        for f in args.fractions.split(",")
+        for r in args.recent.split(",")
+    }
     native, native_bf16, seconds = [], [], {label: [] for label in labels}
     for sample in tqdm(samples, desc="samples", unit="ctx"):
         prepared = prepare(source, target, sample, 1, translator.card.native_tail)
