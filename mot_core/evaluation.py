@@ -400,11 +400,13 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
     ax2.axhline(0.25, color="red", lw=0.8, ls="--", label="bar: 0.25x")
     ax2.set(xlabel="context tokens", ylabel="translation time / native prefill", title="cost")
     ax2.legend()
+    point = meta.get("recompute")  # the operating point is the "translated" row
     for length in lengths:
         sweep = sorted(
-            (r["recompute"], r["retention"], r.get("cost_ratio"))
+            (r["recompute"] if r["condition"] != "translated" else point, r["retention"], r.get("cost_ratio"))
             for r in result.rows
-            if r["context_tokens"] == length and r["condition"].startswith("recompute@")
+            if r["context_tokens"] == length
+            and (r["condition"].startswith("recompute@") or (r["condition"] == "translated" and point is not None))
         )
         if sweep:
             ax3.plot([f for f, _, _ in sweep], [q for _, q, _ in sweep], marker="o", label=f"{length} tok: retention")
@@ -412,9 +414,9 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
                 [f for f, _, _ in sweep], [c or 0 for *_, c in sweep], ls=":", marker="x", label=f"{length} tok: cost"
             )
     knob_qa = sorted(
-        (float(c.split("@")[1]), r)
+        (float(c.split("@")[1]) if c != "translated" else point, r)
         for c, r in (qa_retention or {}).items()
-        if c.startswith("recompute@") and r is not None
+        if (c.startswith("recompute@") or (c == "translated" and point is not None)) and r is not None
     )
     if knob_qa:
         ax3.plot(*zip(*knob_qa, strict=True), marker="s", ls="--", label="QA retention")

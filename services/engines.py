@@ -326,7 +326,7 @@ class TargetEngine:
             self.store.put(key, blob)
             cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
             log.info(
-                "recomputed %.0f%% of %s natively (the last %.0f%% of it and surprising words) in %.3f s",
+                "recomputed %.0f%% of %s natively (its last %.0f%% and its most surprising words) in %.3f s",
                 100 * self.recompute,
                 100 * self.recent,
                 ctx[:12],

@@ -56,6 +56,14 @@ class TranslatorCard:
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
     version: str = ""  # content hash of the weights, filled in by save()
 
+    def __post_init__(self) -> None:
+        fraction = self.recompute_fraction
+        if fraction is not None and not 0.0 <= self.recompute_recent <= fraction <= 1.0:
+            raise MotError(
+                f"translator card {self.source_model}->{self.target_model}: need 0 <= recompute_recent <= "
+                f"recompute_fraction <= 1, got {self.recompute_recent} and {fraction}"
+            )
+
     @classmethod
     def for_pair(cls, kind: str, source, target, native_tail: int, **config) -> TranslatorCard:
         """A card for ``source -> target`` (loaded models); ``config`` adds to the shape both share."""

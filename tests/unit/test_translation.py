@@ -394,3 +394,15 @@ def test_mixture_computes_its_formula_per_token():
     assert kept_everywhere[0, 1].abs().sum() > 0  # every position of the sliding layers too
     torch.testing.assert_close(kept_everywhere[4:], expected[4:], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(kept_everywhere[:, [0, 2]], expected[:, [0, 2]], rtol=1e-4, atol=1e-4)
+
+
+def test_card_refuses_a_recent_share_beyond_its_fraction():
+    """The share from the end is part of the recompute fraction: a card that says otherwise fails
+    when it is loaded, not on the first request that recomputes."""
+    from mot_core.errors import MotError
+    from mot_core.translation.translator import TranslatorCard
+
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_recent=0.03)
+    assert card.recompute_recent == 0.03
+    with pytest.raises(MotError, match="recompute_recent"):
+        TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_recent=0.2)

@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--target", required=True)
     parser.add_argument("--fraction", type=float, required=True, help="recompute fraction (the operating point)")
     parser.add_argument("--recent", default="0,0.03,0.05", help="shares of the context taken from its end")
-    parser.add_argument("--samples", type=int, default=10, help="1024-token validation contexts")
+    parser.add_argument("--samples", type=int, default=10, help="1024-token validation contexts (0: QA only)")
     parser.add_argument("--seed", type=int, default=99, help="mot eval --seed 7 cuts its 1024-token samples with 1031")
     parser.add_argument("--offset", type=int, default=100, help="first qa_dev item (mot eval uses 0-99)")
     parser.add_argument("--items", type=int, default=100)
@@ -67,10 +67,11 @@ def main() -> None:
             model_cache = None if cache is None else to_model_cache(target, cache)
             logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
             nll[name] = nll.get(name, 0.0) + nll_per_token(logits, p.continuation_ids).sum().item()
-    print(f"{len(samples)} validation contexts of 1024 tokens (seed {args.seed}), {args.target}")
-    print("| condition | NLL retention |\n|---|---|")
-    for name, value in nll.items():
-        print(f"| {name} | {retention(nll['none'], value, nll['native']):.3f} |")
+    if samples:
+        print(f"{len(samples)} validation contexts of 1024 tokens (seed {args.seed}), {args.target}")
+        print("| condition | NLL retention |\n|---|---|")
+        for name, value in nll.items():
+            print(f"| {name} | {retention(nll['none'], value, nll['native']):.3f} |")
 
     if args.items == 0:
         return
