@@ -96,8 +96,9 @@ def sweep_variants(
     return variants
 
 
-def _condition_caches(target, prepared, other, translators, operating_point: Variant, sweep) -> dict[str, Callable]:
-    """Builders of each condition's ``KVCache`` (None: no cache), evaluated lazily."""
+def _condition_caches(target, prepared, other, translators, point: Variant, sweep) -> dict[str, Callable]:
+    """Builders of each condition's ``KVCache`` (None: no cache), evaluated lazily; ``point`` builds
+    ``translated`` and ``deranged``."""
 
     def build(p, variant):
         translator = translators[variant.translator]
@@ -107,9 +108,9 @@ def _condition_caches(target, prepared, other, translators, operating_point: Var
 
     builders = {"native": lambda: prepared.native_cache, "none": lambda: None}
     if "translated" in translators:
-        builders["translated"] = lambda: build(prepared, operating_point)
+        builders["translated"] = lambda: build(prepared, point)
         if other is not None:
-            builders["deranged"] = lambda: build(other, operating_point)
+            builders["deranged"] = lambda: build(other, point)
     if "ridge" in translators:
         builders["ridge"] = lambda: build(prepared, Variant("ridge"))
     for name, variant in sweep.items():
