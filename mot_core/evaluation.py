@@ -23,6 +23,7 @@ from transformers import DynamicCache
 
 from mot_core.benchmarks import timed_runs
 from mot_core.cache_ops import prefill, replace_head, to_model_cache
+from mot_core.journal import Journal, digest
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 from mot_core.translation.objective import (
@@ -41,6 +42,7 @@ CONDITIONS = ("native", "none", "translated", "deranged", "ridge")
 QA_CONDITIONS = ("native", "none", "translated", "ridge")
 GREEDY_TOKENS = 32
 TIMING_REPEATS = 2  # per sample, each side: the fastest is kept (time_translation)
+EVAL_FORMAT = 1  # what a journal record holds and how it is scored; a change makes old journals unusable
 
 
 def retention(nll_none: float, nll_x: float, nll_native: float) -> float:
@@ -75,7 +77,7 @@ class Variant:
 
 
 def sweep_variants(
-    operating_point: float | None, fractions: Sequence[float], recent: float = 0.0
+    operating_point: float | None, fractions: Sequence[float], recent: float = 0.0, *, ablations: bool = True
 ) -> dict[str, Variant]:
     """Extra conditions: the recompute fractions of the sweep, and ablations at the operating point
     (or at the middle of the sweep when the operating point is pure translation): the rest of the
@@ -84,7 +86,7 @@ def sweep_variants(
     the context's last tokens (``recent-only``)."""
     variants = {f"recompute@{f:g}": Variant(recompute=f, recent=min(recent, f)) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
-    if ablated:
+    if ablated and ablations:
         share = min(recent, ablated)
         for selection in ("surprisal", "error", "random"):
             variants[f"{selection}@{ablated:g}"] = Variant(
@@ -118,17 +120,55 @@ def _condition_caches(target, prepared, other, translators, point: Variant, swee
     return builders
 
 
-def _with_neighbours(prepare_one: Callable[[Sample], PreparedSample], samples: Sequence[Sample]):
-    """Each prepared sample with the next one (the deranged control's source; the last wraps to the
-    first), prepared as the loop reaches them: a 1024-token sample holds ~150 MB of caches and rows,
-    so preparing 200 up front would need 30 GB."""
-    if not samples:
-        return
-    first = current = prepare_one(samples[0])
-    for i in range(len(samples)):
-        following = None if len(samples) == 1 else first if i + 1 == len(samples) else prepare_one(samples[i + 1])
-        yield current, following
-        current = following
+def _with_neighbours(
+    prepare_one: Callable[[Sample], PreparedSample], samples: Sequence[Sample], todo: Sequence[int] | None = None
+):
+    """``(index, prepared sample, the next one prepared)`` for each index of ``todo`` (default: all):
+    the next one is the deranged control's source, and the last wraps to the first. Samples are
+    prepared as the loop reaches them and each once: a 1024-token sample holds ~150 MB of caches
+    and rows, so preparing 200 up front would need 30 GB."""
+    count = len(samples)
+    todo = list(range(count)) if todo is None else list(todo)
+    prepared: dict[int, PreparedSample] = {}
+
+    def get(i: int) -> PreparedSample:
+        if i not in prepared:
+            prepared[i] = prepare_one(samples[i])
+        return prepared[i]
+
+    for n, i in enumerate(todo):
+        current = get(i)
+        following = None if count == 1 else get((i + 1) % count)
+        yield i, current, following
+        wraps_later = count - 1 in todo[n + 1 :]  # the last sample's control is the first one
+        for j in list(prepared):
+            if j != (i + 1) % count and not (j == 0 and wraps_later):
+                del prepared[j]
+
+
+def _sample_inputs(samples: Sequence[Sample], i: int) -> str:
+    """What sample ``i``'s scores are computed from: its text and its deranged control's context."""
+    following = samples[(i + 1) % len(samples)].context if len(samples) > 1 else ""
+    return digest(samples[i].context, samples[i].continuation, following)
+
+
+@torch.no_grad()
+def _score_sample(target: LoadedModel, prepared: PreparedSample, builders: dict[str, Callable]) -> dict:
+    """Per condition, the sums over the continuation that ``_summarise`` turns into metrics."""
+    caches = {c: b() for c, b in builders.items()}
+    tail, continuation = prepared.tail_ids, prepared.continuation_ids
+    logits = {c: continuation_logits(target, _model_cache(target, kv), tail, continuation) for c, kv in caches.items()}
+    greedy = {c: _greedy(target, _model_cache(target, kv), tail, GREEDY_TOKENS) for c, kv in caches.items()}
+    sums = {
+        c: {
+            "nll": nll_per_token(lg, continuation).sum().item(),
+            "kl": kl_per_token(logits["native"], lg).sum().item(),
+            "top1": (lg.argmax(-1) == logits["native"].argmax(-1)).sum().item(),
+            "greedy": sum(a == b for a, b in zip(greedy[c], greedy["native"], strict=True)),
+        }
+        for c, lg in logits.items()
+    }
+    return {"tokens": continuation.shape[-1], "greedy_tokens": GREEDY_TOKENS, "conditions": sums}
 
 
 def _model_cache(target: LoadedModel, cache):
@@ -177,9 +217,16 @@ def time_translation(
     return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
 
 
-def _operating_variant(fraction: float | None, recent: float) -> Variant:
-    """The ``translated`` condition: pure translation, or the operating point's recompute."""
-    return Variant(recompute=fraction, recent=min(recent, fraction) if fraction is not None else 0.0)
+def _variants(
+    translators: dict, operating_point: float | None, recent: float, sweep: Sequence[float], ablations: bool
+) -> tuple[Variant, dict[str, Variant]]:
+    """The ``translated`` condition (pure translation, or the operating point's recompute) and the
+    extra conditions (``sweep_variants``; none without a translator)."""
+    share = min(recent, operating_point) if operating_point is not None else 0.0
+    point = Variant(recompute=operating_point, recent=share)
+    if "translated" not in translators:
+        return point, {}
+    return point, sweep_variants(operating_point, sweep, recent, ablations=ablations)
 
 
 @dataclass
@@ -199,83 +246,90 @@ def evaluate(
     operating_point: float | None = None,
     recent: float = 0.0,
     sweep: Sequence[float] = (),
+    ablations: bool = True,
+    journal: Journal | None = None,
 ) -> EvalResult:
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
     ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
     translation, with ``recent`` of the context from its end); each fraction of ``sweep`` adds a
-    ``recompute@f`` condition and its timing.
+    ``recompute@f`` condition and its timing, and ``ablations`` the other selections at the
+    operating point. Samples already in the ``journal`` are not scored again; each newly scored
+    one is added to it as soon as it is done.
     """
-    point = _operating_variant(operating_point, recent)
-    variants = sweep_variants(operating_point, sweep, recent) if "translated" in translators else {}
+    point, variants = _variants(translators, operating_point, recent, sweep, ablations)
     timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
+    journal = journal if journal is not None else Journal()
     rows, per_length = [], {}
     prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
     for length, samples in samples_by_length.items():
-        sums: dict[str, dict[str, float]] = {}
-        tokens, greedy_total, timings = 0, 0, []
-        neighbours = _with_neighbours(prepare_one, samples)
-        for i, (p, other) in enumerate(tqdm(neighbours, total=len(samples), desc=f"{length} tok", unit="ctx")):
-            builders = _condition_caches(target, p, other, translators, point, variants)
-            caches = {c: b() for c, b in builders.items()}
-            logits = {
-                c: continuation_logits(target, _model_cache(target, kv), p.tail_ids, p.continuation_ids)
-                for c, kv in caches.items()
-            }
-            greedy = {
-                c: _greedy(target, _model_cache(target, kv), p.tail_ids, GREEDY_TOKENS) for c, kv in caches.items()
-            }
-            for c, lg in logits.items():
-                acc = sums.setdefault(c, {"nll": 0.0, "kl": 0.0, "top1": 0.0, "greedy": 0.0})
-                acc["nll"] += nll_per_token(lg, p.continuation_ids).sum().item()
-                acc["kl"] += kl_per_token(logits["native"], lg).sum().item()
-                acc["top1"] += (lg.argmax(-1) == logits["native"].argmax(-1)).sum().item()
-                acc["greedy"] += sum(a == b for a, b in zip(greedy[c], greedy["native"], strict=True))
-            tokens += p.continuation_ids.shape[-1]
-            greedy_total += GREEDY_TOKENS
-            if "translated" in translators:
-                timings.append(
-                    time_translation(source, target, translators["translated"], p, samples[i].context, timed)
-                )
-        present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
-        nll = {c: sums[c]["nll"] / tokens for c in present}
-        native_s = statistics.median(t[0] for t in timings) if timings else None
-        translate_s = {label: statistics.median(t[1][label] for t in timings) for label in timed} if timings else {}
-        length_rows = []
-        for c in present:
-            row = {
-                "context_tokens": length,
-                "condition": c,
-                "nll": nll[c],
-                "retention": retention(nll["none"], nll[c], nll["native"]),
-                "kl": sums[c]["kl"] / tokens,
-                "top1": sums[c]["top1"] / tokens,
-                "greedy_match": sums[c]["greedy"] / greedy_total,
-                "samples": len(samples),
-            }
-            if c in variants:
-                row["recompute"] = variants[c].recompute
-                row["selection"] = variants[c].selection
-                row["recent"] = variants[c].recent
-            label = c
-            if c in variants and variants[c].ablation and variants[c].selection != "error":
-                fraction = variants[c].recompute  # the same number of tokens costs what the fraction costs
-                label = f"recompute@{fraction:g}" if f"recompute@{fraction:g}" in translate_s else "translated"
-            # (the "error" ablation is not timed: it also runs the target's layer 0 over every token)
-            if label in translate_s and native_s:
-                row["cost_ratio"] = translate_s[label] / native_s
-            length_rows.append(row)
+        keys = [(f"{length}:{i}", _sample_inputs(samples, i)) for i in range(len(samples))]
+        todo = [i for i, key in enumerate(keys) if journal.get(*key) is None]
+        with tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{length} tok", unit="ctx") as bar:
+            for i, p, other in _with_neighbours(prepare_one, samples, todo):
+                record = _score_sample(target, p, _condition_caches(target, p, other, translators, point, variants))
+                if "translated" in translators:
+                    native_s, translate_s = time_translation(
+                        source, target, translators["translated"], p, samples[i].context, timed
+                    )
+                    record["timing"] = {"native_s": native_s, "translate_s": translate_s}
+                journal.add(*keys[i], record)
+                bar.update()
+        records = [journal.get(*key) for key in keys]
+        length_rows, per_length[length] = _summarise(length, records, variants, timed)
+        per_length[length] |= {"recompute": operating_point, "recent": recent}
         rows += length_rows
-        ret = {r["condition"]: r["retention"] for r in length_rows}
-        info = {"samples": len(samples), "continuation_tokens": tokens, "recompute": operating_point, "recent": recent}
-        if "translated" in ret and "deranged" in ret:
-            info["content_gain"] = ret["translated"] - ret["deranged"]
-        if timings:
-            info["native_prefill_s"] = native_s
-            info["translate_s"] = translate_s["translated"]
-            info["translate_over_prefill"] = info["translate_s"] / native_s
-        per_length[length] = info
     return EvalResult(rows, per_length)
+
+
+def _summarise(length: int, records: list[dict], variants: dict[str, Variant], timed) -> tuple[list[dict], dict]:
+    """Rows (one per condition) and the per-length summary, from the samples' records."""
+    tokens = sum(r["tokens"] for r in records)
+    greedy_total = sum(r["greedy_tokens"] for r in records)
+    sums: dict[str, dict[str, float]] = {}
+    for record in records:
+        for c, values in record["conditions"].items():
+            acc = sums.setdefault(c, dict.fromkeys(values, 0.0))
+            for name, value in values.items():
+                acc[name] += value
+    present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
+    nll = {c: sums[c]["nll"] / tokens for c in present}
+    timings = [r["timing"] for r in records if "timing" in r]
+    native_s = statistics.median(t["native_s"] for t in timings) if timings else None
+    translate_s = {label: statistics.median(t["translate_s"][label] for t in timings) for label in timed if timings}
+    rows = []
+    for c in present:
+        row = {
+            "context_tokens": length,
+            "condition": c,
+            "nll": nll[c],
+            "retention": retention(nll["none"], nll[c], nll["native"]),
+            "kl": sums[c]["kl"] / tokens,
+            "top1": sums[c]["top1"] / tokens,
+            "greedy_match": sums[c]["greedy"] / greedy_total,
+            "samples": len(records),
+        }
+        if c in variants:
+            row["recompute"] = variants[c].recompute
+            row["selection"] = variants[c].selection
+            row["recent"] = variants[c].recent
+        label = c
+        if c in variants and variants[c].ablation and variants[c].selection != "error":
+            fraction = variants[c].recompute  # the same number of tokens costs what the fraction costs
+            label = f"recompute@{fraction:g}" if f"recompute@{fraction:g}" in translate_s else "translated"
+        # (the "error" ablation is not timed: it also runs the target's layer 0 over every token)
+        if label in translate_s and native_s:
+            row["cost_ratio"] = translate_s[label] / native_s
+        rows.append(row)
+    ret = {r["condition"]: r["retention"] for r in rows}
+    info = {"samples": len(records), "continuation_tokens": tokens}
+    if "translated" in ret and "deranged" in ret:
+        info["content_gain"] = ret["translated"] - ret["deranged"]
+    if timings:
+        info["native_prefill_s"] = native_s
+        info["translate_s"] = translate_s["translated"]
+        info["translate_over_prefill"] = info["translate_s"] / native_s
+    return rows, info
 
 
 @torch.no_grad()
@@ -289,18 +343,22 @@ def qa_accuracy(
     operating_point: float | None = None,
     recent: float = 0.0,
     sweep: Sequence[float] = (),
+    ablations: bool = True,
+    journal: Journal | None = None,
 ) -> dict[str, float]:
-    """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md)."""
-    point = _operating_variant(operating_point, recent)
-    variants = sweep_variants(operating_point, sweep, recent) if "translated" in translators else {}
+    """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md); items already in the
+    ``journal`` are not scored again."""
+    point, variants = _variants(translators, operating_point, recent, sweep, ablations)
     wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
-    correct = dict.fromkeys(wanted, 0)
-    for item in tqdm(items, desc="qa", unit="item"):
-        p = prepare(source, target, Sample(item["context"], " ", -1), 1, native_tail)
+    journal = journal if journal is not None else Journal()
+    keys = [(f"qa:{i}", digest(json.dumps(item, sort_keys=True))) for i, item in enumerate(items)]
+    todo = [i for i, key in enumerate(keys) if journal.get(*key) is None]
+    for i in tqdm(todo, total=len(items), initial=len(items) - len(todo), desc="qa", unit="item"):
+        p = prepare(source, target, Sample(items[i]["context"], " ", -1), 1, native_tail)
         builders = _condition_caches(target, p, None, translators, point, variants)
-        for c in correct:
-            correct[c] += answers_right(target, p, item, builders[c]())
-    return {c: n / len(items) for c, n in correct.items()}
+        journal.add(*keys[i], {c: answers_right(target, p, items[i], builders[c]()) for c in wanted})
+    records = [journal.get(*key) for key in keys]
+    return {c: sum(r[c] for r in records) / len(items) for c in wanted}
 
 
 @torch.no_grad()

@@ -321,6 +321,13 @@ def evaluate(
     sweep: Annotated[
         str, typer.Option(help="Comma-separated recompute fractions reported side by side (quality vs cost).")
     ] = "",
+    ablations: Annotated[
+        bool,
+        typer.Option(
+            help="Also score the other recompute selections at the operating point (surprisal, error, random, "
+            "words-only, recent-only): five more conditions per sample and QA item."
+        ),
+    ] = True,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="Report directory (report.json, report.md, report.png).")] = Path(
         "out/eval"
@@ -331,12 +338,16 @@ def evaluate(
     Reports NLL, retention, content gain, KL, top-1, greedy-32 match and translation vs prefill time per
     context length, and QA accuracy / QA retention with --qa. The ridge baseline is fitted on the
     training split (cached under $MOT_HOME/ridge).
+
+    Each sample and QA item is recorded in OUT/progress.jsonl as soon as it is scored: run the same
+    command again after a stop and it goes on where it was (the report covers every sample asked for).
     """
     import json
 
     from mot_core.data import pull_corpus
+    from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, write_report
     from mot_core.evaluation import evaluate as run_eval
-    from mot_core.evaluation import qa_accuracy, write_report
+    from mot_core.journal import Journal
     from mot_core.loading import load_model
     from mot_core.paths import mot_home
     from mot_core.translation.pairs import context_chunks, fit_ridge
@@ -365,11 +376,23 @@ def evaluate(
     operating_point = translator.card.recompute_fraction if recompute is None else _fraction_or_none(recompute)
     recent = translator.card.recompute_recent if recent is None else recent
     knob = {"operating_point": operating_point, "recent": recent, "sweep": _fraction_list(sweep)}
-    result = run_eval(src, tgt, translators, by_length, native_tail=translator.card.native_tail, **knob)
+    knob["ablations"] = ablations
+    settings = knob | {
+        "format": EVAL_FORMAT,
+        "source": src.fingerprint.id,
+        "target": tgt.fingerprint.id,
+        "translators": {name: t.card.version for name, t in translators.items()},
+        "native_tail": translator.card.native_tail,
+    }
+    journal = Journal(out / "progress.jsonl", settings)
+    if len(journal):
+        typer.echo(f"going on from {out / 'progress.jsonl'}: {len(journal)} samples and QA items already scored")
+    common = {"native_tail": translator.card.native_tail, "journal": journal, **knob}
+    result = run_eval(src, tgt, translators, by_length, **common)
     qa_result = None
     if qa is not None:
         items = [json.loads(line) for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()][:qa_items]
-        qa_result = qa_accuracy(src, tgt, translators, items, native_tail=translator.card.native_tail, **knob)
+        qa_result = qa_accuracy(src, tgt, translators, items, **common)
     meta = {
         "source": source,
         "target": target,
@@ -381,6 +404,7 @@ def evaluate(
         "recompute": operating_point,
         "recent": recent,
         "sweep": knob["sweep"],
+        "ablations": ablations,
     }
     write_report(out, result, qa_result, meta)
     typer.echo((out / "report.md").read_text())

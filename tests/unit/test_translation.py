@@ -1,5 +1,6 @@
 """Translators on tiny models of the three architectures: shapes, positions, save/load, training."""
 
+import json
 import math
 
 import pytest
@@ -8,7 +9,7 @@ import torch.nn.functional as F
 
 from mot_core import cache_ops
 from mot_core.errors import MotError
-from mot_core.evaluation import evaluate
+from mot_core.evaluation import evaluate, qa_accuracy
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
@@ -349,10 +350,48 @@ def test_eval_prepares_each_sample_once_beside_its_neighbour():
         return f"prepared {sample}"
 
     pairs = list(_with_neighbours(prepare_one, ["a", "b", "c"]))
-    assert pairs == [("prepared a", "prepared b"), ("prepared b", "prepared c"), ("prepared c", "prepared a")]
+    assert pairs == [(0, "prepared a", "prepared b"), (1, "prepared b", "prepared c"), (2, "prepared c", "prepared a")]
     assert calls == ["a", "b", "c"]  # the first is kept for the last one's control, not prepared again
-    assert list(_with_neighbours(prepare_one, ["x"])) == [("prepared x", None)]
+    assert list(_with_neighbours(prepare_one, ["x"])) == [(0, "prepared x", None)]
     assert list(_with_neighbours(prepare_one, [])) == []
+    calls.clear()  # going on after a stop: only what is left, and the neighbours it needs
+    assert list(_with_neighbours(prepare_one, ["a", "b", "c", "d"], todo=[1, 3])) == [
+        (1, "prepared b", "prepared c"),
+        (3, "prepared d", "prepared a"),
+    ]
+    assert calls == ["b", "c", "d", "a"]
+
+
+def test_a_stopped_evaluation_goes_on_where_it_was(tmp_path, pair, ridge, samples):
+    """Samples and QA items in the journal are not scored again, and the report is the same as one
+    run; a journal written with other settings is refused."""
+    from mot_core.journal import Journal, JournalMismatchError
+
+    source, target = pair
+    _, val = samples
+    items = [{"context": val[0].context, "question": "What?", "choices": ["a b", "c d"], "answer": "c d"}] * 2
+    common = dict(native_tail=2, continuation_tokens=8, operating_point=0.5)
+    settings = {"translator": "ridge", "operating_point": 0.5}
+    whole = evaluate(source, target, {"translated": ridge}, {6: val[:3]}, **common)
+
+    path = tmp_path / "progress.jsonl"
+    evaluate(source, target, {"translated": ridge}, {6: val[:2]}, **common, journal=Journal(path, settings))
+    qa_accuracy(source, target, {"translated": ridge}, items[:1], native_tail=2, journal=Journal(path, settings))
+    with path.open("a") as fh:
+        fh.write('{"key": "6:2", "inp')  # a line cut short by a kill
+    journal = Journal(path, settings)
+    assert len(journal) == 3  # samples 0 and 1, QA item 0; the cut line is dropped
+    resumed = evaluate(source, target, {"translated": ridge}, {6: val[:3]}, **common, journal=journal)
+    # sample 1's control was sample 0 in the 2-sample run and is sample 2 now: it is scored again
+    assert len(journal) == 4 and len(path.read_text().splitlines()) == 1 + 3 + 2
+    for a, b in zip(whole.rows, resumed.rows, strict=True):
+        assert a["condition"] == b["condition"] and a["samples"] == b["samples"] == 3
+        assert a["nll"] == pytest.approx(b["nll"], abs=1e-5)
+    qa_accuracy(source, target, {"translated": ridge}, items, native_tail=2, journal=journal)
+    assert len(journal) == 5 and len(path.read_text().splitlines()) == 1 + 3 + 2 + 1
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+    with pytest.raises(JournalMismatchError, match="operating_point"):
+        Journal(path, {"translator": "ridge", "operating_point": 0.2})
 
 
 def test_mixture_computes_its_formula_per_token():
