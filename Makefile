@@ -47,7 +47,8 @@ proto: setup  ## regenerate the gRPC stubs (mot/v1/*_pb2*.py) from proto/mot/v1/
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. proto/mot/v1/mot.proto
 
 PAIRS ?= gemma3-270m qwen2.5-0.5b
-EVAL_ARGS ?= --context-tokens 1024 --samples 200 --sweep 0.05,0.1,0.2,0.4
+# the acceptance run of the translator issue; add e.g. --sweep 0.05,0.1,0.2 --ablations for the quality knob
+EVAL_ARGS ?= --context-tokens 1024 --samples 200 --seed 7 --no-ablations
 
 TRAIN_DIR = $$($(PY) -c 'from mot_core.paths import mot_home; print(mot_home() / "train")')
 
