@@ -455,7 +455,8 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
     ax1.legend()
     ratios = [result.per_length[n].get("translate_over_prefill") for n in lengths]
     if any(r is not None for r in ratios):
-        ax2.bar([str(n) for n in lengths], [r or 0 for r in ratios])
+        ax2.bar(range(len(lengths)), [r or 0 for r in ratios])  # positions, not strings: no categorical axis
+        ax2.set_xticks(range(len(lengths)), [str(n) for n in lengths])
     ax2.axhline(0.25, color="red", lw=0.8, ls="--", label="bar: 0.25x")
     ax2.set(xlabel="context tokens", ylabel="translation time / native prefill", title="cost")
     ax2.legend()
