@@ -381,7 +381,8 @@ def evaluate(
         "format": EVAL_FORMAT,
         "source": src.fingerprint.id,
         "target": tgt.fingerprint.id,
-        "translators": {name: t.card.version for name, t in translators.items()},
+        "translator": translator.card.version,
+        "ridge_contexts": ridge_contexts,  # refitted per machine from the training split: known by its recipe
         "native_tail": translator.card.native_tail,
     }
     journal = Journal(out / "progress.jsonl", settings)
