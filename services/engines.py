@@ -328,8 +328,8 @@ class TargetEngine:
             log.info(
                 "recomputed %.0f%% of %s natively (its last %.0f%% and its most surprising words) in %.3f s",
                 100 * self.recompute,
-                100 * self.recent,
                 ctx[:12],
+                100 * self.recent,
                 time.perf_counter() - started,
             )
             return cache, blob, True
