@@ -1,7 +1,7 @@
 """How much of the recompute budget should go to the context's last tokens?
 
 A continuation leans most on the text just before it; a question leans on the facts wherever they
-are. At one recompute fraction ``f``, this moves a share ``r`` of the budget from the most
+are. At a recompute fraction ``f`` (or several, side by side), this moves a share ``r`` of the budget from the most
 surprising words to the last ``r * T`` tokens of the context (``blend(recent=r)``) and reports,
 side by side, the continuation's NLL retention on held-out validation contexts (a seed that
 ``mot eval --seed 7`` does not draw) and QA accuracy on qa_dev items that ``mot eval --qa-items
@@ -34,7 +34,9 @@ from services.engines import resolve_translator_path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", required=True)
-    parser.add_argument("--fraction", type=float, required=True, help="recompute fraction (the operating point)")
+    parser.add_argument(
+        "--fraction", required=True, help="recompute fraction (the operating point); comma-separated to compare several"
+    )
     parser.add_argument("--recent", default="0,0.03,0.05", help="shares of the context taken from its end")
     parser.add_argument("--samples", type=int, default=10, help="1024-token validation contexts (0: QA only)")
     parser.add_argument("--seed", type=int, default=99, help="mot eval --seed 7 cuts its 1024-token samples with 1031")
@@ -47,12 +49,12 @@ def main() -> None:
     translator = load_translator(resolve_translator_path(f"smollm2-135m__{args.target}")).eval()
     ridge = load_translator(args.ridge).eval() if args.ridge else None
     tail = translator.card.native_tail
-    shares = [float(r) for r in args.recent.split(",")]
-    names = {r: f"words@{args.fraction:g} recent {r:g}" for r in shares}
+    shares = [(float(f), float(r)) for f in args.fraction.split(",") for r in args.recent.split(",")]
+    names = {(f, r): f"words@{f:g} recent {r:g}" for f, r in shares}
 
     def caches(p):
         every = translated_cache(translator, p, target, recompute=0.0)
-        blended = {names[r]: blend(target, every, args.fraction, recent=r) for r in shares}
+        blended = {names[f, r]: blend(target, every, f, recent=r) for f, r in shares}
         baseline = {"ridge": translated_cache(ridge, p, target)} if ridge is not None else {}
         return {"native": p.native_cache, "none": None, "translated": translated_cache(translator, p, target)} | (
             baseline | blended
