@@ -47,7 +47,9 @@ def main() -> None:
     source, target = load_model("smollm2-135m"), load_model(args.target)
     translator = load_translator(resolve_translator_path(args.checkpoint or f"smollm2-135m__{args.target}")).eval()
     documents = pull_corpus().texts("validation")
-    samples = cut_samples(documents, source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=args.seed)
+    samples = cut_samples(
+        documents, source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=args.seed
+    )
     labels = {"pure translation": Variant()} | {
         f"recompute@{f} recent {r}": Variant(recompute=float(f), recent=min(float(r), float(f)))
         for f in args.fractions.split(",")

@@ -1,12 +1,13 @@
-"""How much of the recompute budget should go to the context's last tokens?
+"""How much of the recompute budget should go to the context's last tokens, at which fraction?
 
 A continuation leans most on the text just before it; a question leans on the facts wherever they
-are. At a recompute fraction ``f`` (or several, side by side), this moves a share ``r`` of the budget from the most
-surprising words to the last ``r * T`` tokens of the context (``blend(recent=r)``) and reports,
-side by side, the continuation's NLL retention on held-out validation contexts (a seed that
-``mot eval --seed 7`` does not draw) and QA accuracy on qa_dev items that ``mot eval --qa-items
-100`` does not use (``--offset 100``), so the share chosen here is not scored on what it was
-chosen on:
+are. At a recompute fraction ``f`` (or several, side by side), this moves a share ``r`` of the
+budget from the most surprising words to the last ``r * T`` tokens of the context
+(``blend(recent=r)``) and reports, side by side, the continuation's NLL retention on held-out
+validation contexts (a seed that ``mot eval --seed 7`` does not draw) and QA accuracy on qa_dev
+items that ``mot eval --qa-items 100`` does not use (``--offset 100``), so the share chosen here
+is not scored on what it was chosen on (the acceptance run's 1,000 items include them:
+reports/eval-acceptance/README.md):
 
     python reports/experiments/selection/recent_probe.py --target gemma3-270m --fraction 0.1 \
         --recent 0,0.02,0.03,0.05,0.1
