@@ -50,12 +50,15 @@ def main() -> None:
     translator = load_translator(resolve_translator_path(f"smollm2-135m__{args.target}")).eval()
     ridge = load_translator(args.ridge).eval() if args.ridge else None
     tail = translator.card.native_tail
-    shares = [(float(f), float(r)) for f in args.fraction.split(",") for r in args.recent.split(",")]
-    names = {(f, r): f"words@{f:g} recent {r:g}" for f, r in shares}
+    points = {
+        f"words@{float(f):g} recent {float(r):g}": (float(f), float(r))
+        for f in args.fraction.split(",")
+        for r in args.recent.split(",")
+    }
 
     def caches(p):
         every = translated_cache(translator, p, target, recompute=0.0)
-        blended = {names[f, r]: blend(target, every, f, recent=r) for f, r in shares}
+        blended = {name: blend(target, every, f, recent=r) for name, (f, r) in points.items()}
         baseline = {"ridge": translated_cache(ridge, p, target)} if ridge is not None else {}
         return {"native": p.native_cache, "none": None, "translated": translated_cache(translator, p, target)} | (
             baseline | blended
