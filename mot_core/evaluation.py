@@ -248,6 +248,7 @@ def evaluate(
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
+    score: bool = True,
 ) -> EvalResult:
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
@@ -255,7 +256,8 @@ def evaluate(
     translation, with ``recent`` of the context from its end); each fraction of ``sweep`` adds a
     ``recompute@f`` condition and its timing, and ``ablations`` the other selections at the
     operating point. Samples already in the ``journal`` are not scored again; each newly scored
-    one is added to it as soon as it is done.
+    one is added to it as soon as it is done. Without ``score``, nothing new is scored: the rows
+    are those of the samples the journal holds (an interim report of a run still going on).
     """
     point, variants = _variants(translators, operating_point, recent, sweep, ablations)
     timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
@@ -264,7 +266,7 @@ def evaluate(
     prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
     for length, samples in samples_by_length.items():
         keys = [(f"{length}:{i}", _sample_inputs(samples, i)) for i in range(len(samples))]
-        todo = [i for i, key in enumerate(keys) if journal.get(*key) is None]
+        todo = [i for i, key in enumerate(keys) if journal.get(*key) is None] if score else []
         with tqdm(total=len(samples), initial=len(samples) - len(todo), desc=f"{length} tok", unit="ctx") as bar:
             for i, p, other in _with_neighbours(prepare_one, samples, todo):
                 record = _score_sample(target, p, _condition_caches(target, p, other, translators, point, variants))
@@ -275,7 +277,9 @@ def evaluate(
                     record["timing"] = {"native_s": native_s, "translate_s": translate_s}
                 journal.add(*keys[i], record)
                 bar.update()
-        records = [journal.get(*key) for key in keys]
+        records = [r for r in (journal.get(*key) for key in keys) if r is not None]
+        if not records:
+            continue
         length_rows, per_length[length] = _summarise(length, records, variants, timed)
         per_length[length] |= {"recompute": operating_point, "recent": recent}
         rows += length_rows
@@ -345,20 +349,32 @@ def qa_accuracy(
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
+    score: bool = True,
 ) -> dict[str, float]:
     """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md); items already in the
-    ``journal`` are not scored again."""
+    ``journal`` are not scored again. Without ``score``: over the items the journal holds
+    (``qa_scored`` counts them); empty if it holds none."""
     point, variants = _variants(translators, operating_point, recent, sweep, ablations)
     wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
     journal = journal if journal is not None else Journal()
-    keys = [(f"qa:{i}", digest(json.dumps(item, sort_keys=True))) for i, item in enumerate(items)]
-    todo = [i for i, key in enumerate(keys) if journal.get(*key) is None]
+    keys = qa_keys(items)
+    todo = [i for i, key in enumerate(keys) if journal.get(*key) is None] if score else []
     for i in tqdm(todo, total=len(items), initial=len(items) - len(todo), desc="qa", unit="item"):
         p = prepare(source, target, Sample(items[i]["context"], " ", -1), 1, native_tail)
         builders = _condition_caches(target, p, None, translators, point, variants)
         journal.add(*keys[i], {c: answers_right(target, p, items[i], builders[c]()) for c in wanted})
-    records = [journal.get(*key) for key in keys]
-    return {c: sum(r[c] for r in records) / len(items) for c in wanted}
+    records = [r for r in (journal.get(*key) for key in keys) if r is not None]
+    return {c: sum(r[c] for r in records) / len(records) for c in records[0]} if records else {}
+
+
+def qa_keys(items: list[dict]) -> list[tuple[str, str]]:
+    """Each QA item's journal key and digest: its place in the file and its content."""
+    return [(f"qa:{i}", digest(json.dumps(item, sort_keys=True))) for i, item in enumerate(items)]
+
+
+def qa_scored(items: list[dict], journal: Journal) -> int:
+    """How many of ``items`` the journal holds."""
+    return sum(journal.get(*key) is not None for key in qa_keys(items))
 
 
 @torch.no_grad()
@@ -408,6 +424,14 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         "cost = translation incl. recompute / native prefill, same samples, same run "
         f"(per sample, each the fastest of {TIMING_REPEATS} back-to-back runs; median over samples).",
         "",
+    ]
+    if meta.get("report_only"):
+        scored = ", ".join(f"{info['samples']} at {n} tokens" for n, info in result.per_length.items())
+        qa_scored = (
+            f", {meta.get('qa_items_scored')} of {meta.get('qa_items')} QA items" if meta.get("qa_items") else ""
+        )
+        lines += [f"**Interim report** (`--report-only`): of {meta.get('samples')} samples, {scored}{qa_scored}.", ""]
+    lines += [
         "| context tokens | condition | NLL | retention | KL | top-1 | greedy match | cost |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -484,7 +508,8 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
     ax3.set(xlabel="fraction of tokens recomputed by the target", ylabel="retention / cost ratio", title="quality knob")
     if ax3.lines[1:]:
         ax3.legend(fontsize=7)
-    fig.suptitle(f"{meta.get('source')} -> {meta.get('target')}")
+    interim = " (interim report: samples scored so far)" if meta.get("report_only") else ""
+    fig.suptitle(f"{meta.get('source')} -> {meta.get('target')}{interim}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

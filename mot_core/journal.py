@@ -31,16 +31,23 @@ def digest(*parts: str) -> str:
 
 
 class Journal:
-    """Finished units by key; written through to ``path`` as they come (None: kept in memory only)."""
+    """Finished units by key; written through to ``path`` as they come (None: kept in memory only).
 
-    def __init__(self, path: Path | None = None, settings: dict | None = None) -> None:
+    ``read_only`` reads what another run has written so far and never writes: that run may be
+    appending a line at this moment, which must not be mistaken for one cut short and dropped.
+    """
+
+    def __init__(self, path: Path | None = None, settings: dict | None = None, *, read_only: bool = False) -> None:
         self.path = path
         self.settings = json.loads(json.dumps(settings or {}))  # as it reads back from the file
+        self.read_only = read_only
         self._units: dict[str, dict] = {}
         if path is None:
             return
         if path.is_file():
             self._reopen(path)
+        elif read_only:
+            raise MotError(f"{path} does not exist: nothing has been scored there yet")
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"settings": self.settings}) + "\n", encoding="utf-8")
@@ -52,9 +59,10 @@ class Journal:
         if header is None or header.get("settings") != self.settings:
             written = (header or {}).get("settings", {})
             differ = sorted(k for k in set(written) | set(self.settings) if written.get(k) != self.settings.get(k))
+            advice = "give that run's options" if self.read_only else "remove it or write elsewhere to start over"
             raise JournalMismatchError(
                 f"{path} was written by a run with other settings ({', '.join(differ) or 'unreadable header'}); "
-                "remove it or write to another directory to start over"
+                f"{advice}"
             )
         kept = [lines[0]]
         for line in lines[1:]:
@@ -63,7 +71,7 @@ class Journal:
                 continue
             self._units[unit["key"]] = unit
             kept.append(line)
-        if len(kept) != len(lines) or not text.endswith("\n"):
+        if not self.read_only and (len(kept) != len(lines) or not text.endswith("\n")):
             path.write_text("\n".join(kept) + "\n", encoding="utf-8")
 
     def __len__(self) -> int:
@@ -75,6 +83,8 @@ class Journal:
         return unit["record"] if unit is not None and unit["inputs"] == inputs else None
 
     def add(self, key: str, inputs: str, record: dict) -> None:
+        if self.read_only:
+            raise MotError(f"{self.path} is open read-only")
         unit = {"key": key, "inputs": inputs, "record": json.loads(json.dumps(record))}
         self._units[key] = unit
         if self.path is not None:

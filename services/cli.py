@@ -332,6 +332,14 @@ def evaluate(
     out: Annotated[Path, typer.Option(help="Report directory (report.json, report.md, report.png).")] = Path(
         "out/eval"
     ),
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report-only",
+            help="Score nothing: write the report of what OUT/progress.jsonl holds so far (an interim report; "
+            "safe while the run that writes it goes on). Same options as that run.",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a translator on held-out text: native / none / translated / deranged / ridge, side by side.
 
@@ -341,11 +349,12 @@ def evaluate(
 
     Each sample and QA item is recorded in OUT/progress.jsonl as soon as it is scored: run the same
     command again after a stop and it goes on where it was (the report covers every sample asked for).
+    The same command with --report-only reports what is scored so far.
     """
     import json
 
     from mot_core.data import pull_corpus
-    from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, write_report
+    from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, qa_scored, write_report
     from mot_core.evaluation import evaluate as run_eval
     from mot_core.journal import Journal
     from mot_core.loading import load_model
@@ -358,7 +367,7 @@ def evaluate(
     src, tgt = load_model(source), load_model(target)
     translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, target)))
     ridge_dir = mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}"
-    if ridge_contexts == 0:
+    if ridge_contexts == 0 or report_only:  # a report-only run reads the ridge's scores from the journal
         ridge = None
     elif (ridge_dir / "card.json").is_file():
         ridge = load_translator(ridge_dir)
@@ -385,15 +394,19 @@ def evaluate(
         "ridge_contexts": ridge_contexts,  # refitted per machine from the training split: known by its recipe
         "native_tail": translator.card.native_tail,
     }
-    journal = Journal(out / "progress.jsonl", settings)
-    if len(journal):
+    journal = Journal(out / "progress.jsonl", settings, read_only=report_only)
+    if report_only:
+        typer.echo(f"interim report from {out / 'progress.jsonl'}: {len(journal)} samples and QA items scored so far")
+    elif len(journal):
         typer.echo(f"going on from {out / 'progress.jsonl'}: {len(journal)} samples and QA items already scored")
-    common = {"native_tail": translator.card.native_tail, "journal": journal, **knob}
+    common = {"native_tail": translator.card.native_tail, "journal": journal, "score": not report_only, **knob}
     result = run_eval(src, tgt, translators, by_length, **common)
-    qa_result = None
+    qa_result, items = None, []
     if qa is not None:
         items = [json.loads(line) for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()][:qa_items]
-        qa_result = qa_accuracy(src, tgt, translators, items, **common)
+        qa_result = qa_accuracy(src, tgt, translators, items, **common) or None
+    if not result.rows:
+        raise MotError(f"{out / 'progress.jsonl'} holds no sample of these settings yet: nothing to report")
     meta = {
         "source": source,
         "target": target,
@@ -406,6 +419,9 @@ def evaluate(
         "recent": recent,
         "sweep": knob["sweep"],
         "ablations": ablations,
+        "qa_items": len(items),
+        "qa_items_scored": qa_scored(items, journal),
+        "report_only": report_only,
     }
     write_report(out, result, qa_result, meta)
     typer.echo((out / "report.md").read_text())

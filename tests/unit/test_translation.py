@@ -394,6 +394,50 @@ def test_a_stopped_evaluation_goes_on_where_it_was(tmp_path, pair, ridge, sample
         Journal(path, {"translator": "ridge", "operating_point": 0.2})
 
 
+def test_an_interim_report_reads_the_journal_and_writes_nothing(tmp_path, pair, ridge, samples):
+    """``score=False`` reports the samples and QA items a run has journalled so far, and leaves the
+    journal as it is, even a line that run may be writing at this moment."""
+    from mot_core.evaluation import qa_scored, write_report
+    from mot_core.journal import Journal, JournalMismatchError
+
+    source, target = pair
+    _, val = samples
+    items = [{"context": s.context, "question": "What?", "choices": ["a b", "c d"], "answer": "c d"} for s in val]
+    knob = dict(native_tail=2, operating_point=0.5, ablations=False)
+    common = dict(knob, continuation_tokens=8)
+    settings = {"translator": "ridge", "operating_point": 0.5}
+    path = tmp_path / "progress.jsonl"
+    with pytest.raises(MotError, match="does not exist"):
+        Journal(path, settings, read_only=True)
+    translators = {"translated": ridge, "ridge": ridge}
+    evaluate(source, target, translators, {6: val[:3]}, **common, journal=Journal(path, settings))
+    qa_accuracy(source, target, translators, items[:2], **knob, journal=Journal(path, settings))
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3] + lines[4:5]) + '\n{"key": "6:2", "inp')  # samples 0, 1, QA item 0
+    written = path.read_bytes()
+
+    journal = Journal(path, settings, read_only=True)
+    interim = evaluate(source, target, {"translated": ridge}, {6: val[:3]}, **common, journal=journal, score=False)
+    qa = qa_accuracy(source, target, {"translated": ridge}, items, **knob, journal=journal, score=False)
+    assert path.read_bytes() == written
+    records = [json.loads(line)["record"] for line in lines[1:3]]
+    tokens = sum(r["tokens"] for r in records)
+    for row in interim.rows:  # the ridge's rows too, although no ridge was given: they are in the journal
+        assert row["samples"] == 2
+        assert row["nll"] == pytest.approx(sum(r["conditions"][row["condition"]]["nll"] for r in records) / tokens)
+    assert {r["condition"] for r in interim.rows} == {"native", "none", "translated", "deranged", "ridge"}
+    assert qa == {c: float(right) for c, right in json.loads(lines[4])["record"].items()}
+    assert qa_scored(items, journal) == 1
+    meta = {"samples": 3, "qa_items": 4, "qa_items_scored": 1, "report_only": True}
+    write_report(tmp_path / "report", interim, qa, meta)
+    assert "of 3 samples, 2 at 6 tokens, 1 of 4 QA items" in (tmp_path / "report" / "report.md").read_text()
+    with pytest.raises(MotError, match="read-only"):
+        journal.add("6:2", "x", {})
+    with pytest.raises(JournalMismatchError, match="give that run's options"):
+        Journal(path, {"translator": "ridge", "operating_point": 0.2}, read_only=True)
+    assert path.read_bytes() == written
+
+
 def test_mixture_computes_its_formula_per_token():
     """The layer-major, batched computation equals the translator's formula written per token and
     layer: a mixture of source layers, a linear map of all mixtures, plus the top-k experts on the
