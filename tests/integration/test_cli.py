@@ -71,3 +71,40 @@ def test_cache_file_lifecycle_and_bad_files(tmp_path, tiny_dirs):
     truncated = tmp_path / "short.motkv"
     truncated.write_bytes(blob.read_bytes()[:100])
     assert_one_line_error(run_mot("cache", "inspect", str(truncated)), "truncated")
+
+
+def test_eval_reports_and_reports_again_from_its_journal(tmp_path, tiny_dirs):
+    """``mot eval`` writes a report and a journal; ``--report-only`` reports the journal again,
+    scoring nothing and writing nothing to it; a journal of other settings is a one-line error."""
+    import json
+
+    from mot_core.loading import load_model
+    from mot_core.roundtrip import demo_text
+    from mot_core.translation.pairs import context_chunks, fit_ridge
+
+    llama, qwen = tiny_dirs
+    source, target = load_model(str(llama)), load_model(str(qwen))
+    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=20))
+    fit_ridge(source, target, contexts, alpha=1e-2, native_tail=2).save(tmp_path / "translator")
+    corpus = tmp_path / "prose.txt"
+    corpus.write_text(demo_text()[:20000], encoding="utf-8")
+    out = tmp_path / "eval"
+    args = ["eval", "-s", str(llama), "-t", str(qwen), "--checkpoint", str(tmp_path / "translator")]
+    args += ["--corpus", str(corpus), "--context-tokens", "6", "--samples", "2", "--ridge-contexts", "0"]
+    ran = run_mot(*args, "--out", str(out), env_home=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [r["condition"] for r in report["rows"]] == ["native", "none", "translated", "deranged"]
+    journal = (out / "progress.jsonl").read_bytes()
+    (out / "report.json").unlink()
+
+    interim = run_mot(*args, "--out", str(out), "--report-only", env_home=tmp_path)
+    assert interim.returncode == 0, interim.stderr
+    assert "Interim report" in interim.stdout and "of 2 samples, 2 at 6 tokens" in interim.stdout
+    assert json.loads((out / "report.json").read_text())["rows"] == report["rows"]
+    assert (out / "progress.jsonl").read_bytes() == journal
+    other = run_mot(*args, "--out", str(out), "--report-only", "--recompute", "0.5", env_home=tmp_path)
+    assert_one_line_error(other, "operating_point")
+    empty = run_mot(*args, "--out", str(tmp_path / "elsewhere"), "--report-only", env_home=tmp_path)
+    assert_one_line_error(empty, "nothing has been scored")
+    assert (out / "progress.jsonl").read_bytes() == journal
