@@ -427,10 +427,8 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
     ]
     if meta.get("report_only"):
         scored = ", ".join(f"{info['samples']} at {n} tokens" for n, info in result.per_length.items())
-        qa_scored = (
-            f", {meta.get('qa_items_scored')} of {meta.get('qa_items')} QA items" if meta.get("qa_items") else ""
-        )
-        lines += [f"**Interim report** (`--report-only`): of {meta.get('samples')} samples, {scored}{qa_scored}.", ""]
+        qa_part = f", {meta.get('qa_items_scored')} of {meta.get('qa_items')} QA items" if meta.get("qa_items") else ""
+        lines += [f"**Interim report** (`--report-only`): of {meta.get('samples')} samples, {scored}{qa_part}.", ""]
     lines += [
         "| context tokens | condition | NLL | retention | KL | top-1 | greedy match | cost |",
         "|---|---|---|---|---|---|---|---|",
