@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup models data demo test test-fast bench eval train proto lint clean help
+.PHONY: setup models data demo test test-fast bench eval eval-other-prose train proto lint clean help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -68,6 +68,17 @@ eval: models data  ## held-out evaluation of the shipped translators (validation
 	  $(MOT) eval --source smollm2-135m --target $$t $(EVAL_ARGS) \
 	    --corpus "$$($(PY) -c 'from mot_core.data import corpus_root; print(corpus_root() / "validation.jsonl")')" \
 	    --qa data/eval/qa_dev.jsonl --out out/eval/smollm2-135m__$$t || exit 1; \
+	done
+
+OTHER_PROSE := out/eval-other-prose/qa_dev_contexts.txt
+
+eval-other-prose: models  ## the same bars on prose of another kind (qa_dev's Wikipedia-style contexts as one text) -> out/eval-other-prose/
+	mkdir -p out/eval-other-prose
+	$(PY) -c "import json, sys; open(sys.argv[2], 'w').write('\n\n'.join(json.loads(l)['context'] for l in open(sys.argv[1])))" \
+	  data/eval/qa_dev.jsonl $(OTHER_PROSE)
+	for t in $(PAIRS); do \
+	  $(MOT) eval --source smollm2-135m --target $$t $(EVAL_ARGS) --corpus $(OTHER_PROSE) \
+	    --out out/eval-other-prose/smollm2-135m__$$t || exit 1; \
 	done
 
 lint: setup  ## ruff
