@@ -46,7 +46,9 @@ from tests.integration.service_fixtures import service_config, with_operating_po
 
 ROOT = Path(__file__).resolve().parents[2]
 MOT = Path(sys.executable).with_name("mot")
-START_TIMEOUT_S = 180
+# Ray start + four replicas loading their models: over 3 minutes once, when a running eval shared
+# the 2 cores with the suite; only a failing run waits the whole time
+START_TIMEOUT_S = 300
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
