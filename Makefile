@@ -72,9 +72,9 @@ eval: models data  ## held-out evaluation of the shipped translators (validation
 
 OTHER_PROSE := out/eval-other-prose/qa_dev_contexts.txt
 
-eval-other-prose: models  ## the same bars on prose of another kind (qa_dev's Wikipedia-style contexts as one text) -> out/eval-other-prose/
+eval-other-prose: models data  ## the same bars on prose of another kind (qa_dev's Wikipedia-style contexts as one text) -> out/eval-other-prose/
 	mkdir -p out/eval-other-prose
-	$(PY) -c "import json, sys; open(sys.argv[2], 'w').write('\n\n'.join(json.loads(l)['context'] for l in open(sys.argv[1])))" \
+	$(PY) -c "import json, sys; open(sys.argv[2], 'w', encoding='utf-8').write('\n\n'.join(json.loads(l)['context'] for l in open(sys.argv[1], encoding='utf-8')))" \
 	  data/eval/qa_dev.jsonl $(OTHER_PROSE)
 	for t in $(PAIRS); do \
 	  $(MOT) eval --source smollm2-135m --target $$t $(EVAL_ARGS) --corpus $(OTHER_PROSE) \
