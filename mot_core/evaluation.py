@@ -363,7 +363,11 @@ def qa_accuracy(
         p = prepare(source, target, Sample(items[i]["context"], " ", -1), 1, native_tail)
         builders = _condition_caches(target, p, None, translators, point, variants)
         journal.add(*keys[i], {c: answers_right(target, p, items[i], builders[c]()) for c in wanted})
-    records = [r for r in (journal.get(*key) for key in keys) if r is not None]
+    return accuracy_of([r for r in (journal.get(*key) for key in keys) if r is not None])
+
+
+def accuracy_of(records: list[dict[str, bool]]) -> dict[str, float]:
+    """Per condition, the share of QA records it answered right; empty without records."""
     return {c: sum(r[c] for r in records) / len(records) for c in records[0]} if records else {}
 
 

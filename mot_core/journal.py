@@ -52,6 +52,13 @@ class Journal:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"settings": self.settings}) + "\n", encoding="utf-8")
 
+    @classmethod
+    def read(cls, path: Path) -> Journal:
+        """What the journal at ``path`` holds, under the settings it was written with, read-only:
+        for reading a run's records without knowing (or checking) its options."""
+        header = _parse(path.read_text(encoding="utf-8").partition("\n")[0]) if path.is_file() else None
+        return cls(path, (header or {}).get("settings"), read_only=True)
+
     def _reopen(self, path: Path) -> None:
         text = path.read_text(encoding="utf-8")
         lines = text.splitlines()

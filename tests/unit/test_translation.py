@@ -397,7 +397,7 @@ def test_a_stopped_evaluation_goes_on_where_it_was(tmp_path, pair, ridge, sample
 def test_an_interim_report_reads_the_journal_and_writes_nothing(tmp_path, pair, ridge, samples):
     """``score=False`` reports the samples and QA items a run has journalled so far, and leaves the
     journal as it is, even a line that run may be writing at this moment."""
-    from mot_core.evaluation import qa_scored, write_report
+    from mot_core.evaluation import accuracy_of, qa_keys, qa_scored, write_report
     from mot_core.journal import Journal, JournalMismatchError
 
     source, target = pair
@@ -435,6 +435,7 @@ def test_an_interim_report_reads_the_journal_and_writes_nothing(tmp_path, pair, 
         journal.add("6:2", "x", {})
     with pytest.raises(JournalMismatchError, match="give that run's options"):
         Journal(path, {"translator": "ridge", "operating_point": 0.2}, read_only=True)
+    assert accuracy_of([Journal.read(path).get(*key) for key in qa_keys(items)[:1]]) == qa  # its own settings
     assert path.read_bytes() == written
 
 
