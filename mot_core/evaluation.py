@@ -120,15 +120,26 @@ def _condition_caches(target, prepared, other, translators, point: Variant, swee
     return builders
 
 
+def control_index(samples: Sequence[Sample], i: int) -> int | None:
+    """Which sample's context is sample ``i``'s deranged control: the next one cut from another
+    document, wrapping around. A corpus of one document (a .txt file) has no other: there it is the
+    next passage of the same text. None for a single sample."""
+    count = len(samples)
+    if count < 2:
+        return None
+    following = [(i + k) % count for k in range(1, count)]
+    return next((j for j in following if samples[j].document != samples[i].document), following[0])
+
+
 def _with_neighbours(
     prepare_one: Callable[[Sample], PreparedSample], samples: Sequence[Sample], todo: Sequence[int] | None = None
 ):
-    """``(index, prepared sample, the next one prepared)`` for each index of ``todo`` (default: all):
-    the next one is the deranged control's source, and the last wraps to the first. Samples are
-    prepared as the loop reaches them and each once: a 1024-token sample holds ~150 MB of caches
-    and rows, so preparing 200 up front would need 30 GB."""
-    count = len(samples)
-    todo = list(range(count)) if todo is None else list(todo)
+    """``(index, prepared sample, its deranged control prepared)`` for each index of ``todo``
+    (default: all); the control is ``control_index``'s. Samples are prepared as the loop reaches
+    them, and kept only while a later index still needs them: a 1024-token sample holds ~150 MB of
+    caches and rows, so preparing 200 up front would need 30 GB."""
+    todo = list(range(len(samples))) if todo is None else list(todo)
+    controls = {i: control_index(samples, i) for i in todo}
     prepared: dict[int, PreparedSample] = {}
 
     def get(i: int) -> PreparedSample:
@@ -137,19 +148,18 @@ def _with_neighbours(
         return prepared[i]
 
     for n, i in enumerate(todo):
-        current = get(i)
-        following = None if count == 1 else get((i + 1) % count)
-        yield i, current, following
-        wraps_later = count - 1 in todo[n + 1 :]  # the last sample's control is the first one
-        for j in list(prepared):
-            if j != (i + 1) % count and not (j == 0 and wraps_later):
-                del prepared[j]
+        control = controls[i]
+        yield i, get(i), None if control is None else get(control)
+        later = todo[n + 1 :]
+        needed = set(later[:1]) | {controls[j] for j in later}
+        for j in [j for j in prepared if j not in needed]:
+            del prepared[j]
 
 
 def _sample_inputs(samples: Sequence[Sample], i: int) -> str:
     """What sample ``i``'s scores are computed from: its text and its deranged control's context."""
-    following = samples[(i + 1) % len(samples)].context if len(samples) > 1 else ""
-    return digest(samples[i].context, samples[i].continuation, following)
+    control = control_index(samples, i)
+    return digest(samples[i].context, samples[i].continuation, "" if control is None else samples[control].context)
 
 
 @torch.no_grad()

@@ -340,26 +340,44 @@ def test_sliding_layers_of_a_mixture_translation_hold_no_empty_rows(tmp_path, pa
         assert (cache.values[layer][0].abs().sum(-1) > 0).all(), f"layer {layer} holds empty rows"
 
 
-def test_eval_prepares_each_sample_once_beside_its_neighbour():
+def test_eval_prepares_each_sample_once_beside_its_control():
     from mot_core.evaluation import _with_neighbours
+    from mot_core.translation.samples import Sample
 
     calls = []
 
     def prepare_one(sample):
-        calls.append(sample)
-        return f"prepared {sample}"
+        calls.append(sample.context)
+        return f"prepared {sample.context}"
 
-    pairs = list(_with_neighbours(prepare_one, ["a", "b", "c"]))
+    def cut(names, documents=None):  # one document each unless told
+        return [Sample(n, "", d) for n, d in zip(names, documents or range(len(names)), strict=True)]
+
+    pairs = list(_with_neighbours(prepare_one, cut("abc")))
     assert pairs == [(0, "prepared a", "prepared b"), (1, "prepared b", "prepared c"), (2, "prepared c", "prepared a")]
     assert calls == ["a", "b", "c"]  # the first is kept for the last one's control, not prepared again
-    assert list(_with_neighbours(prepare_one, ["x"])) == [(0, "prepared x", None)]
+    assert list(_with_neighbours(prepare_one, cut("x"))) == [(0, "prepared x", None)]
     assert list(_with_neighbours(prepare_one, [])) == []
-    calls.clear()  # going on after a stop: only what is left, and the neighbours it needs
-    assert list(_with_neighbours(prepare_one, ["a", "b", "c", "d"], todo=[1, 3])) == [
+    calls.clear()  # going on after a stop: only what is left, and the controls it needs
+    assert list(_with_neighbours(prepare_one, cut("abcd"), todo=[1, 3])) == [
         (1, "prepared b", "prepared c"),
         (3, "prepared d", "prepared a"),
     ]
     assert calls == ["b", "c", "d", "a"]
+
+
+def test_the_deranged_control_comes_from_another_document_where_there_is_one():
+    from mot_core.evaluation import _sample_inputs, control_index
+    from mot_core.translation.samples import Sample
+
+    samples = [Sample(c, "", d) for c, d in zip("abcde", [0, 0, 1, 1, 0], strict=True)]
+    assert [control_index(samples, i) for i in range(5)] == [2, 2, 4, 4, 2]
+    one_text = [Sample(c, "", 0) for c in "abc"]  # a .txt corpus: the next passage of the same text
+    assert [control_index(one_text, i) for i in range(3)] == [1, 2, 0]
+    assert control_index(samples[:1], 0) is None
+    # the journal key follows the control: a sample whose control changed is scored again
+    assert _sample_inputs(samples, 0) != _sample_inputs([*samples[:2], Sample("z", "", 1), *samples[3:]], 0)
+    assert _sample_inputs(samples, 0) == _sample_inputs([*samples[:1], Sample("z", "", 0), *samples[2:]], 0)
 
 
 def test_a_stopped_evaluation_goes_on_where_it_was(tmp_path, pair, ridge, samples):
