@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -37,7 +36,7 @@ def download_tarball(package: str, version: str, integrity: str, dest: Path) -> 
         raise ValueError(f"need a sha512 integrity string, got {integrity!r}")
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / f"{package.rsplit('/', 1)[-1]}-{version}.tgz"
-    if path.is_file() and _sri(path.read_bytes()) == expected:
+    if path.is_file() and _sri(hashlib.sha512(path.read_bytes())) == expected:
         return path
     url = tarball_url(package, version)
     partial = path.with_suffix(".tgz.partial")
@@ -50,10 +49,10 @@ def download_tarball(package: str, version: str, integrity: str, dest: Path) -> 
                     out.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
-    except (urllib.error.URLError, OSError) as exc:
+    except OSError as exc:  # URLError included
         partial.unlink(missing_ok=True)
         raise DownloadError(f"fetching {package}@{version} from {url} failed: {exc}") from None
-    got = base64.b64encode(digest.digest()).decode()
+    got = _sri(digest)
     if got != expected:
         partial.unlink(missing_ok=True)
         raise DownloadError(f"{package}@{version}: sha512 {got} does not match the pinned {expected}")
@@ -61,5 +60,6 @@ def download_tarball(package: str, version: str, integrity: str, dest: Path) -> 
     return path
 
 
-def _sri(data: bytes) -> str:
-    return base64.b64encode(hashlib.sha512(data).digest()).decode()
+def _sri(digest) -> str:
+    """The base64 part of an npm integrity string, from a finished hash object."""
+    return base64.b64encode(digest.digest()).decode()
