@@ -190,14 +190,20 @@ def _recompute_masks(spec: ArchSpec, seq_len: int, positions: torch.Tensor, attn
     return masks
 
 
-@torch.inference_mode()
-def recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tensor) -> KVCache:
+def recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tensor, *, grad: bool = False) -> KVCache:
     """The target computes the tokens at ``positions`` itself, attending over ``cache`` for the rest.
 
     Their fresh keys/values replace the cached ones (selective recompute in the manner of
     CacheBlend). ``cache`` must hold every position in every layer (sliding layers included:
     a recomputed token needs its whole window); trim it with ``to_model_cache`` afterwards.
+    With ``grad``, gradients flow back into the cache's tensors through the target's attention
+    (training a translator through the recompute); otherwise it runs in inference mode.
     """
+    with torch.inference_mode(not grad):
+        return _recompute_positions(lm, cache, positions)
+
+
+def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tensor) -> KVCache:
     cache.check_owner(lm.fingerprint.id)
     if not cache.rope_applied:
         raise ValueError("keys are pre-RoPE; call rerotate() first")

@@ -199,6 +199,25 @@ def train(
             "copy exact names and numbers out of the translated cache (validation then also reports recall_*).",
         ),
     ] = 0.0,
+    recompute: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Operating point written to the card: the fraction of the context the target recomputes itself. "
+            "Default: the --init card's (a fresh translator: none, pure translation).",
+        ),
+    ] = None,
+    recompute_recent: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Of --recompute, the share taken from the context's end.")
+    ] = 0.0,
+    through_recompute: Annotated[
+        bool,
+        typer.Option(
+            help="Take the loss on what the target loads at the operating point (the translation with the "
+            "recomputed tokens in place), not on the pure translation.",
+        ),
+    ] = False,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -237,6 +256,9 @@ def train(
         hidden=hidden,
         mixes=mixes,
         recall=recall,
+        recompute=recompute,
+        recompute_recent=recompute_recent,
+        through_recompute=through_recompute,
         val_every=val_every,
         seed=seed,
     )

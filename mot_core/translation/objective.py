@@ -111,6 +111,28 @@ def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.
     return to_model_cache(target, cache)
 
 
+def blended_model_cache(
+    target: LoadedModel, rows: torch.Tensor, prepared: PreparedSample, recompute: float, recent: float
+):
+    """What the target loads at an operating point, differentiable in ``rows`` (from
+    ``translated_rows(..., all_positions=True)``): the translated cache with ``recompute`` of the
+    context recomputed by the target itself (``recompute.blend``, the shipped selection).
+
+    Training through it teaches the translator what the shipped cache is: the tokens the target
+    recomputes need no translation, and the others are read by freshly computed neighbours.
+    """
+    keep = prepared.keep
+    cache = rows_to_cache(
+        rows[:keep],
+        target.spec,
+        prepared.target_ids[:, :keep],
+        target.fingerprint.id,
+        all_positions=True,
+        surprisal=prepared.surprisal,
+    )
+    return to_model_cache(target, blend(target, cache, recompute, recent=recent, grad=True))
+
+
 def continuation_logits(
     target: LoadedModel, model_cache, tail_ids: torch.Tensor, continuation_ids: torch.Tensor
 ) -> torch.Tensor:

@@ -133,6 +133,7 @@ def blend(
     recent: float = 0.0,
     seed: int = 0,
     exact_first_layer: bool = False,
+    grad: bool = False,
 ) -> KVCache:
     """``fraction`` of the tokens recomputed natively over the rest of the translated ``cache``:
     the last ``recent`` of the context, and the rest by ``selection`` (``select_positions``).
@@ -140,7 +141,7 @@ def blend(
     ``cache`` holds every position in every layer (``all_positions``); the result has the same
     layout (``to_model_cache`` or ``trim_to_windows`` drop what sliding layers do not keep).
     ``selection="words"`` and ``"surprisal"`` need ``cache.surprisal`` (the source prefill's,
-    ``prefill(surprisal=True)``).
+    ``prefill(surprisal=True)``). ``grad``: differentiable in the cache (``recompute_positions``).
     """
     by_surprisal = selection in ("words", "surprisal")
     if by_surprisal and cache.surprisal is None:
@@ -159,4 +160,4 @@ def blend(
             keys[0], values[0] = native_keys.to(keys[0].dtype).cpu(), native_values.to(values[0].dtype).cpu()
             cache = replace(cache, keys=keys, values=values)
     positions = select_positions(scores, fraction, selection=selection, seed=seed, words=words, recent=recent)
-    return recompute_positions(target, cache, positions)
+    return recompute_positions(target, cache, positions, grad=grad)

@@ -2,7 +2,9 @@
 
 Loss per sample: KL(native || translated) on the continuation's next-token distributions (the
 target's own behaviour is the teacher), plus cross-entropy on the continuation tokens, plus an
-auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). Deterministic given
+auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). With
+``through_recompute`` the two first are taken on the cache the target loads at the translator's
+operating point (its card's recompute fraction), not on the pure translation. Deterministic given
 the seed; resumable from its last checkpoint (weights, optimiser moments and step, all in
 safetensors + JSON); validated periodically on held-out samples.
 """
@@ -14,7 +16,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -27,11 +29,13 @@ from mot_core.loading import LoadedModel
 from mot_core.translation.mixture import MixtureTranslator
 from mot_core.translation.objective import (
     PreparedSample,
+    blended_model_cache,
     continuation_logits,
     kl_per_token,
     nll_per_token,
     prepare,
     rows_model_cache,
+    translated_cache,
     translated_rows,
 )
 from mot_core.translation.samples import Sample, with_recall
@@ -63,6 +67,13 @@ class Recipe:
     val_samples: int = 8
     seed: int = 0
     init: str = ""  # translator checkpoint to start from (fine-tuning), "" for a fresh one
+    # the operating point written to the card (TranslatorCard.recompute_fraction / recompute_recent);
+    # None keeps the ``init`` card's (a fresh translator has none: pure translation)
+    recompute: float | None = None
+    recompute_recent: float = 0.0
+    # the loss (and validation) on the cache after the target's recompute at that operating point
+    # (objective.blended_model_cache), not on the pure translation
+    through_recompute: bool = False
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -109,10 +120,14 @@ def sample_loss(
         teacher = continuation_logits(
             target, to_model_cache(target, prepared.native_cache), tail, prepared.continuation_ids
         )
-    rows = translated_rows(translator, prepared, target)
-    student = continuation_logits(
-        target, rows_model_cache(target, rows, prepared.target_ids, keep), tail, prepared.continuation_ids
-    )
+    card = translator.card
+    if recipe.through_recompute:
+        rows = translated_rows(translator, prepared, target, all_positions=True)
+        cache = blended_model_cache(target, rows, prepared, card.recompute_fraction, card.recompute_recent)
+    else:
+        rows = translated_rows(translator, prepared, target)
+        cache = rows_model_cache(target, rows, prepared.target_ids, keep)
+    student = continuation_logits(target, cache, tail, prepared.continuation_ids)
     kl = kl_per_token(teacher, student).mean()
     ce = nll_per_token(student, prepared.continuation_ids).mean()
     loss = recipe.kl_weight * kl + recipe.ce_weight * ce
@@ -126,17 +141,27 @@ def sample_loss(
 
 
 @torch.no_grad()
-def validate(translator, source: LoadedModel, target: LoadedModel, prepared: list[PreparedSample]) -> dict[str, float]:
-    """Mean NLL per continuation token under native / none / translated, and the retention."""
+def validate(
+    translator, source: LoadedModel, target: LoadedModel, prepared: list[PreparedSample], *, at_operating_point=False
+) -> dict[str, float]:
+    """Mean NLL per continuation token under native / none / translated, and the retention.
+
+    ``translated`` is the pure translation, or with ``at_operating_point`` what the target loads
+    after recomputing its card's fraction of the context (``objective.translated_cache``).
+    """
     totals = {"native": 0.0, "none": 0.0, "translated": 0.0}
     count = 0
+    card = translator.card
     for p in prepared:
         tail, cont = p.tail_ids, p.continuation_ids
-        caches = {
-            "native": to_model_cache(target, p.native_cache),
-            "none": None,
-            "translated": rows_model_cache(target, translated_rows(translator, p, target), p.target_ids, p.keep),
-        }
+        if at_operating_point:
+            blended = translated_cache(
+                translator, p, target, recompute=card.recompute_fraction, recent=card.recompute_recent
+            )
+            translated = to_model_cache(target, blended)
+        else:
+            translated = rows_model_cache(target, translated_rows(translator, p, target), p.target_ids, p.keep)
+        caches = {"native": to_model_cache(target, p.native_cache), "none": None, "translated": translated}
         for name, cache in caches.items():
             totals[name] += nll_per_token(continuation_logits(target, cache, tail, cont), cont).sum().item()
         count += cont.shape[-1]
@@ -148,10 +173,12 @@ def validate(translator, source: LoadedModel, target: LoadedModel, prepared: lis
     }
 
 
-def _validation_metrics(translator, source, target, val, recall_val) -> dict[str, float]:
-    metrics = validate(translator, source, target, val)
+def _validation_metrics(translator, source, target, val, recall_val, recipe: Recipe) -> dict[str, float]:
+    point = recipe.through_recompute
+    metrics = validate(translator, source, target, val, at_operating_point=point)
     if recall_val:
-        metrics |= {f"recall_{k}": v for k, v in validate(translator, source, target, recall_val).items()}
+        recall = validate(translator, source, target, recall_val, at_operating_point=point)
+        metrics |= {f"recall_{k}": v for k, v in recall.items()}
     return metrics
 
 
@@ -210,6 +237,14 @@ def train_pair(
     else:  # standardisation statistics from the first training samples
         stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
         translator = _new_translator(source, target, recipe, stats)
+    if recipe.recompute is not None:
+        translator.card = replace(
+            translator.card, recompute_fraction=recipe.recompute, recompute_recent=recipe.recompute_recent
+        )
+    if recipe.through_recompute and translator.card.recompute_fraction is None:
+        raise MotError(
+            "training through the recompute needs an operating point: --recompute, or an --init that has one"
+        )
     optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
     step, history = 0, []
     if (out / STATE_FILE).is_file():
@@ -217,7 +252,7 @@ def train_pair(
         history = load_translator(out).card.metrics.get("history", [])
         log.info("resumed %s at step %d", out, step)
     elif recipe.init:  # where fine-tuning starts from, on the same validation samples
-        history.append({"step": 0, **_validation_metrics(translator.eval(), source, target, val, recall_val)})
+        history.append({"step": 0, **_validation_metrics(translator.eval(), source, target, val, recall_val, recipe)})
         log.info("step 0 (from %s): %s", recipe.init, history[-1])
     bar = tqdm(total=recipe.steps, initial=step, desc=f"train {source.name}->{target.name}", unit="step")
     while step < recipe.steps:
@@ -235,7 +270,7 @@ def train_pair(
         bar.set_postfix({k: f"{v:.3f}" for k, v in parts.items()})
         if step % recipe.val_every == 0 or step == recipe.steps:
             translator.eval()
-            metrics = _validation_metrics(translator, source, target, val, recall_val)
+            metrics = _validation_metrics(translator, source, target, val, recall_val, recipe)
             history.append({"step": step, **metrics})
             log.info("step %d: %s", step, {k: round(v, 4) for k, v in metrics.items()})
             translator.card.recipe = {**asdict(recipe), "data": data_card or {}}

@@ -148,6 +148,65 @@ def test_fine_tuning_starts_from_the_given_checkpoint(tmp_path, pair, samples):
         train_pair(target, source, train, val, frozen, tmp_path / "swapped")
 
 
+def test_training_through_the_recompute_learns_what_the_target_loads(tmp_path, pair, samples):
+    """The loss after the target's recompute: all of it recomputed leaves nothing to learn; half of it
+    still sends gradients through the target's attention into the translator."""
+    from mot_core.translation.objective import prepare
+
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=1, val_samples=2, stats_samples=4, native_tail=2)
+    first = train_pair(source, target, train, val, Recipe(steps=2, **small), tmp_path / "first")
+    assert first.card.recompute_fraction is None
+    for init in ("", str(tmp_path / "first")):  # neither a fresh translator nor this card has an operating point
+        with pytest.raises(MotError, match="needs an operating point"):
+            recipe = Recipe(steps=1, through_recompute=True, init=init, **small)
+            train_pair(source, target, train, val, recipe, tmp_path / "x")
+
+    point = dict(recompute=0.5, recompute_recent=0.25, through_recompute=True)
+    recipe = Recipe(steps=1, init=str(tmp_path / "first"), **point, **small)
+    tuned = train_pair(source, target, train, val, recipe, tmp_path / "tuned")
+    assert (tuned.card.recompute_fraction, tuned.card.recompute_recent) == (0.5, 0.25)
+    assert tuned.card.recipe["through_recompute"] and math.isfinite(tuned.card.metrics["history"][0]["retention"])
+    recipe = Recipe(steps=1, through_recompute=True, init=str(tmp_path / "tuned"), **small)
+    again = train_pair(source, target, train, val, recipe, tmp_path / "again")
+    assert (again.card.recompute_fraction, again.card.recompute_recent) == (0.5, 0.25)  # kept from --init
+
+    prepared = prepare(source, target, train[0], 8, 2)
+    recipe = Recipe(through_recompute=True, mse_weight=0.0, **small)
+
+    def loss_and_grad(fraction: float, recent: float) -> tuple[dict[str, float], float]:
+        again.card.recompute_fraction, again.card.recompute_recent = fraction, recent
+        again.zero_grad()
+        loss, parts = sample_loss(again, source, target, prepared, recipe)
+        loss.backward()
+        return parts, sum(p.grad.abs().sum().item() for p in again.parameters() if p.grad is not None)
+
+    everything, no_grad = loss_and_grad(1.0, 0.0)
+    assert everything["kl"] == pytest.approx(0.0, abs=1e-5) and no_grad == pytest.approx(0.0, abs=1e-6)
+    half, grad = loss_and_grad(0.5, 0.25)
+    assert half["kl"] > 1e-4 and grad > 0
+
+
+def test_the_differentiable_recompute_computes_what_the_served_one_does(pair, samples):
+    from mot_core.translation.objective import blended_model_cache, prepare, translated_cache, translated_rows
+    from mot_core.translation.train import _new_translator
+
+    source, target = pair
+    train, _ = samples
+    prepared = prepare(source, target, train[0], 8, 2)
+    translator = _new_translator(source, target, Recipe(native_tail=2), [prepared])
+    translator.card.recompute_fraction, translator.card.recompute_recent = 0.5, 0.25
+    with torch.no_grad():
+        rows = translated_rows(translator, prepared, target, all_positions=True)
+        trained_on = blended_model_cache(target, rows, prepared, 0.5, 0.25)
+    served = cache_ops.to_model_cache(
+        target, translated_cache(translator, prepared, target, recompute=0.5, recent=0.25)
+    )
+    for a, b in zip(trained_on.layers, served.layers, strict=True):
+        assert torch.allclose(a.keys, b.keys, atol=1e-2) and torch.allclose(a.values, b.values, atol=1e-2)
+
+
 def test_recall_samples_repeat_their_own_context(tmp_path, pair, samples):
     source, target = pair
     train, val = samples

@@ -1,0 +1,131 @@
+"""Two translators of one pair, side by side on the same samples, each at its card's operating point.
+
+Why: deciding whether a fine-tuned translator replaces the shipped one needs a paired comparison
+that costs minutes, not the hours of ``mot eval`` (whose ridge map and timings do not depend on the
+translator). Per sample: ``native`` and ``none`` once, then per translator ``translated`` and
+``deranged`` (the translation of the control ``mot eval`` uses, ``evaluation.control_index``);
+retention and content gain as DESIGN.md defines them. With ``--qa``, two-choice accuracy and QA
+retention on a range of qa_dev items (``evaluation.answers_right``). Prints a table and writes JSON.
+
+    python reports/experiments/through-recompute/compare.py -t qwen2.5-0.5b \
+        --new /tmp/ck/smollm2-135m__qwen2.5-0.5b --corpus $MOT_HOME/data/sotu/validation.jsonl \
+        --samples 40 --qa data/eval/qa_dev.jsonl --qa-items 100:300 --out compare.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tqdm import tqdm
+
+from mot_core.evaluation import _score_sample, _with_neighbours, answers_right, qa_retention, retention
+from mot_core.loading import load_model
+from mot_core.translation.objective import prepare, translated_cache
+from mot_core.translation.samples import Sample, cut_samples, read_corpus
+from mot_core.translation.translator import load_translator
+from services.engines import resolve_translator_path
+
+
+def _at_point(translator, prepared, target):
+    card = translator.card
+    return translated_cache(
+        translator, prepared, target, recompute=card.recompute_fraction, recent=card.recompute_recent
+    )
+
+
+def compare_nll(source, target, translators: dict, samples: list[Sample], native_tail: int) -> dict:
+    sums: dict[str, float] = {}
+    tokens = 0
+    prepare_one = lambda s: prepare(source, target, s, 64, native_tail)  # noqa: E731
+    for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
+        builders = {"native": lambda p=p: p.native_cache, "none": lambda: None}
+        for name, t in translators.items():
+            builders[name] = lambda t=t, p=p: _at_point(t, p, target)
+            builders[f"{name}/deranged"] = lambda t=t, o=other: _at_point(t, o, target)
+        record = _score_sample(target, p, builders)
+        tokens += record["tokens"]
+        for condition, values in record["conditions"].items():
+            sums[condition] = sums.get(condition, 0.0) + values["nll"]
+    nll = {c: s / tokens for c, s in sums.items()}
+    out = {"samples": len(samples), "nll": nll}
+    for name in translators:
+        kept = retention(nll["none"], nll[name], nll["native"])
+        control = retention(nll["none"], nll[f"{name}/deranged"], nll["native"])
+        out[name] = {"retention": kept, "deranged": control, "content_gain": kept - control}
+    return out
+
+
+def compare_qa(source, target, translators: dict, items: list[dict], native_tail: int) -> dict:
+    right = {c: 0 for c in ("native", "none", *translators)}
+    for item in tqdm(items, desc="qa"):
+        p = prepare(source, target, Sample(item["context"], " ", -1), 1, native_tail)
+        right["native"] += answers_right(target, p, item, p.native_cache)
+        right["none"] += answers_right(target, p, item, None)
+        for name, t in translators.items():
+            right[name] += answers_right(target, p, item, _at_point(t, p, target))
+    accuracy = {c: n / len(items) for c, n in right.items()}
+    return {"items": len(items), "accuracy": accuracy, "qa_retention": qa_retention(accuracy)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-s", "--source", default="smollm2-135m")
+    parser.add_argument("-t", "--target", required=True)
+    parser.add_argument("--old", help="checkpoint dir (default: the shipped translator)")
+    parser.add_argument("--new", required=True, help="checkpoint dir of the candidate")
+    parser.add_argument("--corpus", type=Path)
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser.add_argument("--qa", type=Path)
+    parser.add_argument("--qa-items", default="100:300", help="START:STOP of qa_dev items")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    source, target = load_model(args.source), load_model(args.target)
+    old = args.old or resolve_translator_path(f"{source.name}__{target.name}")
+    translators = {"old": load_translator(old), "new": load_translator(args.new)}
+    tails = {t.card.native_tail for t in translators.values()}
+    if len(tails) != 1:
+        raise SystemExit(f"the translators keep different native tails {tails}")
+    tail = tails.pop()
+    result = {"old": str(old), "new": str(args.new), **{f"{k}_version": t.card.version for k, t in translators.items()}}
+    if args.corpus:
+        samples = cut_samples(
+            read_corpus(args.corpus),
+            source.tokenizer,
+            context_tokens=args.context_tokens,
+            count=args.samples,
+            seed=args.seed,
+        )
+        result["corpus"] = {
+            "path": str(args.corpus),
+            "seed": args.seed,
+            **compare_nll(source, target, translators, samples, tail),
+        }
+    if args.qa:
+        start, stop = (int(v) for v in args.qa_items.split(":"))
+        lines = args.qa.read_text(encoding="utf-8").splitlines()[start:stop]
+        result["qa"] = {
+            "range": args.qa_items,
+            **compare_qa(source, target, translators, [json.loads(x) for x in lines], tail),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    for name in translators:
+        row = [f"{name:>4} {result[f'{name}_version']}"]
+        if "corpus" in result:
+            c = result["corpus"][name]
+            row.append(f"retention {c['retention']:.3f} content gain {c['content_gain']:.3f}")
+        if "qa" in result:
+            q = result["qa"]
+            row.append(f"QA {q['accuracy'][name]:.3f} (retention {q['qa_retention'][name]:.3f})")
+        print("  ".join(row))
+    if "qa" in result:
+        q = result["qa"]["accuracy"]
+        print(f"QA native {q['native']:.3f} none {q['none']:.3f} over {result['qa']['items']} items")
+
+
+if __name__ == "__main__":
+    main()
