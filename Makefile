@@ -59,6 +59,10 @@ train: models data  ## retrain the shipped translators into checkpoints/ with th
 	# Gemma-3, stage 2: 256- and 1024-token contexts (past its 512-token window)
 	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 300 --context-tokens 256,1024 --lr 1e-3 \
 	  --mixes 1 --init "$(TRAIN_DIR)/smollm2-135m__gemma3-270m" --work-dir "$(TRAIN_DIR)-stage2" --out checkpoints
+	# Gemma-3, stage 3: through the recompute at its operating point (words 10%, the last 3%), from stage 2's int8 checkpoint
+	$(MOT) train --source smollm2-135m --target gemma3-270m --steps 150 --context-tokens 1024 --lr 5e-4 \
+	  --mixes 1 --init checkpoints/smollm2-135m__gemma3-270m --recompute 0.1 --recompute-recent 0.03 \
+	  --through-recompute --seed 1 --work-dir "$(TRAIN_DIR)-stage3" --out checkpoints
 	# Qwen2.5, stage 2: four mixtures per target layer (the three new ones start with no weight), 1024 tokens
 	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 150 --context-tokens 1024 --lr 5e-4 \
 	  --mixes 4 --init "$(TRAIN_DIR)/smollm2-135m__qwen2.5-0.5b" --work-dir "$(TRAIN_DIR)-stage2" --out checkpoints

@@ -18,11 +18,13 @@ import argparse
 import json
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
-from mot_core.evaluation import _score_sample, _with_neighbours, answers_right, qa_retention, retention
+from mot_core.cache_ops import to_model_cache
+from mot_core.evaluation import _with_neighbours, answers_right, qa_retention, retention
 from mot_core.loading import load_model
-from mot_core.translation.objective import prepare, translated_cache
+from mot_core.translation.objective import continuation_logits, nll_per_token, prepare, translated_cache
 from mot_core.translation.samples import Sample, cut_samples, read_corpus
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
@@ -35,19 +37,22 @@ def _at_point(translator, prepared, target):
     )
 
 
+@torch.no_grad()
 def compare_nll(source, target, translators: dict, samples: list[Sample], native_tail: int) -> dict:
+    """Mean NLL per continuation token under each condition (no greedy decoding: NLL is what decides)."""
     sums: dict[str, float] = {}
     tokens = 0
     prepare_one = lambda s: prepare(source, target, s, 64, native_tail)  # noqa: E731
     for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
-        builders = {"native": lambda p=p: p.native_cache, "none": lambda: None}
+        caches = {"native": p.native_cache, "none": None}
         for name, t in translators.items():
-            builders[name] = lambda t=t, p=p: _at_point(t, p, target)
-            builders[f"{name}/deranged"] = lambda t=t, o=other: _at_point(t, o, target)
-        record = _score_sample(target, p, builders)
-        tokens += record["tokens"]
-        for condition, values in record["conditions"].items():
-            sums[condition] = sums.get(condition, 0.0) + values["nll"]
+            caches[name] = _at_point(t, p, target)
+            caches[f"{name}/deranged"] = _at_point(t, other, target)
+        for condition, cache in caches.items():
+            model_cache = None if cache is None else to_model_cache(target, cache)
+            logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
+            sums[condition] = sums.get(condition, 0.0) + nll_per_token(logits, p.continuation_ids).sum().item()
+        tokens += p.continuation_ids.shape[-1]
     nll = {c: s / tokens for c, s in sums.items()}
     out = {"samples": len(samples), "nll": nll}
     for name in translators:
@@ -104,6 +109,7 @@ def main() -> None:
             "seed": args.seed,
             **compare_nll(source, target, translators, samples, tail),
         }
+        _write(args.out, result, translators)
     if args.qa:
         start, stop = (int(v) for v in args.qa_items.split(":"))
         lines = args.qa.read_text(encoding="utf-8").splitlines()[start:stop]
@@ -111,8 +117,13 @@ def main() -> None:
             "range": args.qa_items,
             **compare_qa(source, target, translators, [json.loads(x) for x in lines], tail),
         }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    _write(args.out, result, translators)
+
+
+def _write(out: Path, result: dict, translators: dict) -> None:
+    """The JSON so far, and its table on stdout (after the corpus, then again after QA)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     for name in translators:
         row = [f"{name:>4} {result[f'{name}_version']}"]
         if "corpus" in result:
@@ -121,10 +132,10 @@ def main() -> None:
         if "qa" in result:
             q = result["qa"]
             row.append(f"QA {q['accuracy'][name]:.3f} (retention {q['qa_retention'][name]:.3f})")
-        print("  ".join(row))
+        print("  ".join(row), flush=True)
     if "qa" in result:
         q = result["qa"]["accuracy"]
-        print(f"QA native {q['native']:.3f} none {q['none']:.3f} over {result['qa']['items']} items")
+        print(f"QA native {q['native']:.3f} none {q['none']:.3f} over {result['qa']['items']} items", flush=True)
 
 
 if __name__ == "__main__":
