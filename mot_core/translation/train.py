@@ -142,7 +142,12 @@ def sample_loss(
 
 @torch.no_grad()
 def validate(
-    translator, source: LoadedModel, target: LoadedModel, prepared: list[PreparedSample], *, at_operating_point=False
+    translator,
+    source: LoadedModel,
+    target: LoadedModel,
+    prepared: list[PreparedSample],
+    *,
+    at_operating_point: bool = False,
 ) -> dict[str, float]:
     """Mean NLL per continuation token under native / none / translated, and the retention.
 
