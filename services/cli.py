@@ -218,6 +218,15 @@ def train(
             "recomputed tokens in place), not on the pure translation.",
         ),
     ] = False,
+    content_focus: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Weight each continuation token's KL and CE by how much the native context helps predict it: "
+            "0 weighs all tokens alike, 1 by that benefit alone (the content a translation must carry).",
+        ),
+    ] = 0.0,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -259,6 +268,7 @@ def train(
         recompute=recompute,
         recompute_recent=recompute_recent,
         through_recompute=through_recompute,
+        content_focus=content_focus,
         val_every=val_every,
         seed=seed,
     )

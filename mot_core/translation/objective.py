@@ -159,3 +159,23 @@ def kl_per_token(teacher_logits: torch.Tensor, student_logits: torch.Tensor) -> 
 
 def nll_per_token(logits: torch.Tensor, continuation_ids: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, continuation_ids[0].to(logits.device), reduction="none")
+
+
+def content_weights(
+    native_logits: torch.Tensor, none_logits: torch.Tensor, continuation_ids: torch.Tensor, focus: float
+) -> torch.Tensor:
+    """Per-token loss weights ``[n]`` (mean 1) that favour the tokens the context helps predict.
+
+    The benefit of a token is how much lower the target's NLL is with the native context than with
+    none (clamped at 0). ``focus`` 0 weighs every token alike; 1 weighs by benefit alone. Tokens
+    the context does not help (function words, the style of the text) carry no content to
+    translate, so a translator that fits them learns the training text rather than the context.
+    """
+    ones = torch.ones(continuation_ids.shape[-1], device=native_logits.device)
+    if focus == 0:
+        return ones
+    benefit = nll_per_token(none_logits, continuation_ids) - nll_per_token(native_logits, continuation_ids)
+    benefit = benefit.clamp_min(0)
+    if benefit.mean() <= 0:
+        return ones
+    return (1 - focus) * ones + focus * benefit / benefit.mean()

@@ -4,7 +4,9 @@ Loss per sample: KL(native || translated) on the continuation's next-token distr
 target's own behaviour is the teacher), plus cross-entropy on the continuation tokens, plus an
 auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). With
 ``through_recompute`` the two first are taken on the cache the target loads at the translator's
-operating point (its card's recompute fraction), not on the pure translation. Deterministic given
+operating point (its card's recompute fraction), not on the pure translation. With ``content_focus``
+the KL and CE of each continuation token are weighted by how much the native context helps predict
+it (``objective.content_weights``). Deterministic given
 the seed; resumable from its last checkpoint (weights, optimiser moments and step, all in
 safetensors + JSON); validated periodically on held-out samples.
 """
@@ -30,6 +32,7 @@ from mot_core.translation.mixture import MixtureTranslator
 from mot_core.translation.objective import (
     PreparedSample,
     blended_model_cache,
+    content_weights,
     continuation_logits,
     kl_per_token,
     nll_per_token,
@@ -74,6 +77,9 @@ class Recipe:
     # the loss (and validation) on the cache after the target's recompute at that operating point
     # (objective.blended_model_cache), not on the pure translation
     through_recompute: bool = False
+    # weight each continuation token's KL and CE by how much the native context helps predict it
+    # (objective.content_weights): 0 weighs all alike, 1 by that benefit alone
+    content_focus: float = 0.0
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -116,10 +122,14 @@ def sample_loss(
     translator: MixtureTranslator, source: LoadedModel, target: LoadedModel, prepared: PreparedSample, recipe: Recipe
 ) -> tuple[torch.Tensor, dict[str, float]]:
     keep, tail = prepared.keep, prepared.tail_ids
+    cont = prepared.continuation_ids
     with torch.no_grad():
-        teacher = continuation_logits(
-            target, to_model_cache(target, prepared.native_cache), tail, prepared.continuation_ids
-        )
+        teacher = continuation_logits(target, to_model_cache(target, prepared.native_cache), tail, cont)
+        if recipe.content_focus > 0:
+            unaided = continuation_logits(target, None, tail, cont)
+            weights = content_weights(teacher, unaided, cont, recipe.content_focus)
+        else:
+            weights = torch.ones(cont.shape[-1], device=teacher.device)
     card = translator.card
     if recipe.through_recompute:
         rows = translated_rows(translator, prepared, target, all_positions=True)
@@ -127,9 +137,9 @@ def sample_loss(
     else:
         rows = translated_rows(translator, prepared, target)
         cache = rows_model_cache(target, rows, prepared.target_ids, keep)
-    student = continuation_logits(target, cache, tail, prepared.continuation_ids)
-    kl = kl_per_token(teacher, student).mean()
-    ce = nll_per_token(student, prepared.continuation_ids).mean()
+    student = continuation_logits(target, cache, tail, cont)
+    kl = (weights * kl_per_token(teacher, student)).mean()
+    ce = (weights * nll_per_token(student, cont)).mean()
     loss = recipe.kl_weight * kl + recipe.ce_weight * ce
     parts = {"kl": kl.item(), "ce": ce.item()}
     if prepared.native_rows is not None and recipe.mse_weight > 0:

@@ -207,6 +207,37 @@ def test_the_differentiable_recompute_computes_what_the_served_one_does(pair, sa
         assert torch.allclose(a.keys, b.keys, atol=1e-2) and torch.allclose(a.values, b.values, atol=1e-2)
 
 
+def test_content_focus_weighs_the_tokens_the_context_helps_predict(pair, samples):
+    from mot_core.translation.objective import content_weights, nll_per_token, prepare
+    from mot_core.translation.train import _new_translator
+
+    ids = torch.tensor([[1, 2, 3, 4]])
+    unaided = torch.zeros(4, 8)  # uniform: NLL log 8 at every token
+    native = unaided.clone()
+    native[0, 1], native[1, 2] = 4.0, 2.0  # the context helps the first token most, the second less
+    native[3, 0] = 3.0  # and makes the last one worse
+    benefit = nll_per_token(unaided, ids) - nll_per_token(native, ids)
+    assert benefit[0] > benefit[1] > 0 == benefit[2] > benefit[3]
+
+    assert torch.equal(content_weights(native, unaided, ids, 0.0), torch.ones(4))
+    alone = content_weights(native, unaided, ids, 1.0)
+    assert alone.mean().item() == pytest.approx(1.0)
+    assert alone[0] > alone[1] > 0 and alone[2] == alone[3] == 0
+    assert torch.allclose(content_weights(native, unaided, ids, 0.5), 0.5 + 0.5 * alone)
+    assert torch.equal(content_weights(unaided, unaided, ids, 1.0), torch.ones(4))  # nothing helps: alike
+
+    source, target = pair
+    train, _ = samples
+    prepared = prepare(source, target, train[0], 8, 2)
+    translator = _new_translator(source, target, Recipe(native_tail=2), [prepared])
+    plain, _ = sample_loss(translator, source, target, prepared, Recipe(native_tail=2, mse_weight=0.0))
+    recipe = Recipe(native_tail=2, mse_weight=0.0, content_focus=1.0)
+    focused, _ = sample_loss(translator, source, target, prepared, recipe)
+    assert math.isfinite(focused.item()) and focused.item() != pytest.approx(plain.item())
+    focused.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in translator.parameters())
+
+
 def test_recall_samples_repeat_their_own_context(tmp_path, pair, samples):
     source, target = pair
     train, val = samples
