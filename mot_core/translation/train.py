@@ -6,9 +6,9 @@ auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). Wit
 ``through_recompute`` the two first are taken on the cache the target loads at the translator's
 operating point (its card's recompute fraction), not on the pure translation. With ``content_focus``
 the KL and CE of each continuation token are weighted by how much the native context helps predict
-it (``objective.content_weights``). Deterministic given
-the seed; resumable from its last checkpoint (weights, optimiser moments and step, all in
-safetensors + JSON); validated periodically on held-out samples.
+it (``objective.content_weights``). Deterministic given the seed; resumable from its last
+checkpoint (weights, optimiser moments and step, all in safetensors + JSON); validated
+periodically on held-out samples.
 """
 
 from __future__ import annotations
