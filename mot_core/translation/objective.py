@@ -172,8 +172,6 @@ def content_weights(
     translate, so a translator that fits them learns the training text rather than the context.
     """
     ones = torch.ones(continuation_ids.shape[-1], device=native_logits.device)
-    if focus == 0:
-        return ones
     benefit = nll_per_token(none_logits, continuation_ids) - nll_per_token(native_logits, continuation_ids)
     benefit = benefit.clamp_min(0)
     if benefit.mean() <= 0:

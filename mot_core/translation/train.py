@@ -125,11 +125,10 @@ def sample_loss(
     cont = prepared.continuation_ids
     with torch.no_grad():
         teacher = continuation_logits(target, to_model_cache(target, prepared.native_cache), tail, cont)
+        weights: torch.Tensor | float = 1.0  # without a focus, no forward without the context
         if recipe.content_focus > 0:
             unaided = continuation_logits(target, None, tail, cont)
             weights = content_weights(teacher, unaided, cont, recipe.content_focus)
-        else:
-            weights = torch.ones(cont.shape[-1], device=teacher.device)
     card = translator.card
     if recipe.through_recompute:
         rows = translated_rows(translator, prepared, target, all_positions=True)

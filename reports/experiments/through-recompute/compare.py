@@ -117,7 +117,7 @@ def main() -> None:
             "range": args.qa_items,
             **compare_qa(source, target, translators, [json.loads(x) for x in lines], tail),
         }
-    _write(args.out, result, translators)
+        _write(args.out, result, translators)
 
 
 def _write(out: Path, result: dict, translators: dict) -> None:
