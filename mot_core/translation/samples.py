@@ -57,6 +57,24 @@ def cut_samples(
     return samples
 
 
+def cut_lengths(documents: list[str], tokenizer, lengths: list[int], count: int, *, seed: int = 0) -> list[Sample]:
+    """``count`` training samples whose context lengths alternate through ``lengths`` (one cut per
+    length, seeded ``seed + i``, so a shorter run's samples are a prefix of a longer one's)."""
+    per_length = [
+        cut_samples(documents, tokenizer, context_tokens=n, count=-(-count // len(lengths)), seed=seed + i)
+        for i, n in enumerate(lengths)
+    ]
+    return [s for group in zip(*per_length, strict=False) for s in group][:count]
+
+
+def interleave(base: list[Sample], extra: list[Sample]) -> list[Sample]:
+    """Both lists in one, ``extra`` spread evenly through ``base`` (each keeps its own order), so a
+    second corpus is seen throughout training rather than at its end."""
+    keyed = [((i + 0.5) / len(base), 0, s) for i, s in enumerate(base)]
+    keyed += [((j + 0.5) / len(extra), 1, s) for j, s in enumerate(extra)]
+    return [s for *_, s in sorted(keyed, key=lambda k: k[:2])]
+
+
 def with_recall(samples: list[Sample], fraction: float, *, seed: int = 0) -> list[Sample]:
     """The same samples, ``fraction`` of them turned into recall samples: the continuation repeats a
     passage of the context, starting at a random word.

@@ -24,3 +24,18 @@ def test_novel_pull_from_the_npm_registry(tmp_path, monkeypatch):
     assert "CHAPTER 135. The Chase.—Third Day." in text
     assert text.rstrip().endswith("only found another orphan.")
     assert len(text) > 1_000_000
+
+
+def test_news_pull_from_the_gensim_wheel(tmp_path, monkeypatch):
+    from mot_core.news import ARTICLES_PER_DIGEST, is_dev, pull_news
+    from mot_core.translation.samples import read_corpus
+
+    monkeypatch.setenv("MOT_HOME", str(tmp_path))
+    root = pull_news()  # the pinned sha256 is checked on the way
+    train, dev = read_corpus(root / "train.jsonl"), read_corpus(root / "dev.jsonl")
+    articles = {side: [a for d in docs for a in d.split("\n\n")] for side, docs in (("train", train), ("dev", dev))}
+    assert (len(articles["train"]), len(articles["dev"])) == (232, 68)
+    assert all(is_dev(a) for a in articles["dev"]) and not any(is_dev(a) for a in articles["train"])
+    assert len(dev) == -(-68 // ARTICLES_PER_DIGEST)
+    assert articles["train"][0].startswith("Hundreds of people have been forced to vacate their homes")
+    assert not (tmp_path / "downloads" / "news").exists()  # the wheel is not kept

@@ -1,5 +1,6 @@
 """Translators on tiny models of the three architectures: shapes, positions, save/load, training."""
 
+import itertools
 import json
 import math
 
@@ -13,7 +14,7 @@ from mot_core.evaluation import evaluate, qa_accuracy
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
-from mot_core.translation.samples import cut_samples, with_recall
+from mot_core.translation.samples import cut_lengths, cut_samples, interleave, with_recall
 from mot_core.translation.train import Recipe, sample_loss, train_pair
 from mot_core.translation.translator import load_translator
 
@@ -236,6 +237,27 @@ def test_content_focus_weighs_the_tokens_the_context_helps_predict(pair, samples
     assert math.isfinite(focused.item()) and focused.item() != pytest.approx(plain.item())
     focused.backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in translator.parameters())
+
+
+def test_a_second_corpus_is_spread_through_training_and_leaves_the_first_cut_alone(pair):
+    """``mot train --news``: fewer speech contexts are a prefix of the full cut (an ablation changes
+    only the mix), and the news contexts are spread over the steps rather than bunched at the end."""
+    source, _ = pair
+    text = demo_text()
+    full = cut_lengths([text[:20000]], source.tokenizer, [6, 9], 20, seed=0)
+    by_length = [
+        cut_samples([text[:20000]], source.tokenizer, context_tokens=n, count=10, seed=i) for i, n in enumerate([6, 9])
+    ]
+    assert full[0::2] == by_length[0] and full[1::2] == by_length[1]  # lengths alternate, one cut each
+    fewer = cut_lengths([text[:20000]], source.tokenizer, [6, 9], 11, seed=0)
+    assert fewer == full[:11]
+    other = cut_lengths([text[20000:]], source.tokenizer, [6, 9], 9, seed=1000)
+    mixed = interleave(fewer, other)
+    assert len(mixed) == 20
+    assert [s for s in mixed if s in fewer] == fewer and [s for s in mixed if s in other] == other
+    where = [i for i, s in enumerate(mixed) if s in other]
+    assert where[0] <= 2 and where[-1] >= 17 and max(b - a for a, b in itertools.pairwise(where)) <= 3
+    assert interleave(fewer, []) == fewer
 
 
 def test_recall_samples_repeat_their_own_context(tmp_path, pair, samples):
