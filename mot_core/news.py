@@ -4,7 +4,10 @@ The speeches (``data.py``) are one register; translators trained on them alone k
 speech than the target's own cache does, and less of a novel or an encyclopaedia article. These
 are 300 short Australian news articles (Lee, Pincombe & Welsh 2005, as shipped in gensim's test
 data, ``gensim==4.4.0``), full of names, places and numbers, the content a translation must carry.
-Fetched from the wheel by name, checked against the pinned sha256, never committed.
+Fetched from the wheel by name, checked against the pinned sha256, never committed. Unlike the
+speeches and the novel these articles are not public domain (ABC news, collected for a research
+study and redistributed by gensim), so a translator trained with them says so in its card
+(``data.news``).
 
 Split (deterministic): an article goes to dev when ``int(sha256(article), 16) % 5 == 0`` (68 of
 300), else to train. An article is about 270 tokens, shorter than a training context, so each side
