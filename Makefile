@@ -66,6 +66,10 @@ train: models data  ## retrain the shipped translators into checkpoints/ with th
 	# Qwen2.5, stage 2: four mixtures per target layer (the three new ones start with no weight), 1024 tokens
 	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 150 --context-tokens 1024 --lr 5e-4 \
 	  --mixes 4 --init "$(TRAIN_DIR)/smollm2-135m__qwen2.5-0.5b" --work-dir "$(TRAIN_DIR)-stage2" --out checkpoints
+	# Qwen2.5, stage 3: through the recompute at its operating point (words 12%, the last 2%), half the contexts news
+	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 150 --context-tokens 1024 --lr 5e-4 \
+	  --mixes 4 --init checkpoints/smollm2-135m__qwen2.5-0.5b --recompute 0.12 --recompute-recent 0.02 \
+	  --through-recompute --news 0.5 --seed 1 --work-dir "$(TRAIN_DIR)-stage3" --out checkpoints
 
 eval: models data  ## held-out evaluation of the shipped translators (validation split + QA dev set) -> out/eval/
 	for t in $(PAIRS); do \
