@@ -24,6 +24,7 @@ from tqdm import tqdm
 from mot_core.cache_ops import to_model_cache
 from mot_core.evaluation import _with_neighbours, answers_right, qa_retention, retention
 from mot_core.loading import load_model
+from mot_core.paths import mot_home
 from mot_core.translation.objective import continuation_logits, nll_per_token, prepare, translated_cache
 from mot_core.translation.samples import Sample, cut_samples, read_corpus
 from mot_core.translation.translator import load_translator
@@ -95,7 +96,8 @@ def main() -> None:
     if len(tails) != 1:
         raise SystemExit(f"the translators keep different native tails {tails}")
     tail = tails.pop()
-    result = {"old": str(old), "new": str(args.new), **{f"{k}_version": t.card.version for k, t in translators.items()}}
+    result = {"old": _portable(old), "new": _portable(args.new)}
+    result |= {f"{k}_version": t.card.version for k, t in translators.items()}
     if args.corpus:
         samples = cut_samples(
             read_corpus(args.corpus),
@@ -105,7 +107,7 @@ def main() -> None:
             seed=args.seed,
         )
         result["corpus"] = {
-            "path": str(args.corpus),
+            "path": _portable(args.corpus),
             "seed": args.seed,
             **compare_nll(source, target, translators, samples, tail),
         }
@@ -118,6 +120,17 @@ def main() -> None:
             **compare_qa(source, target, translators, [json.loads(x) for x in lines], tail),
         }
         _write(args.out, result, translators)
+
+
+def _portable(path: Path) -> str:
+    """A path as the committed results name it ($MOT_HOME/..., or relative to the checkout), so
+    they do not carry this machine's directories."""
+    path = Path(path).resolve()
+    for root, name in ((mot_home().resolve(), "$MOT_HOME"), (Path.cwd().resolve(), None)):
+        if path.is_relative_to(root):
+            relative = path.relative_to(root).as_posix()
+            return f"{name}/{relative}" if name else relative
+    return str(path)
 
 
 def _write(out: Path, result: dict, translators: dict) -> None:
