@@ -34,7 +34,7 @@ from mot_core.translation.objective import (
     prepare,
     translated_cache,
 )
-from mot_core.translation.recompute import DEFAULT_SELECTION, blend
+from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -77,23 +77,29 @@ class Variant:
 
 
 def sweep_variants(
-    operating_point: float | None, fractions: Sequence[float], recent: float = 0.0, *, ablations: bool = True
+    operating_point: float | None,
+    fractions: Sequence[float],
+    recent: float = 0.0,
+    *,
+    selection: str = DEFAULT_SELECTION,
+    ablations: bool = True,
 ) -> dict[str, Variant]:
     """Extra conditions: the recompute fractions of the sweep, and ablations at the operating point
     (or at the middle of the sweep when the operating point is pure translation): the rest of the
-    budget chosen by single surprising tokens instead of whole words, by the layer-0 error, or at
-    random; and, where a ``recent`` share is set, all of the budget on words (``words-only``) or on
-    the context's last tokens (``recent-only``)."""
-    variants = {f"recompute@{f:g}": Variant(recompute=f, recent=min(recent, f)) for f in fractions}
+    budget chosen by each simpler selection than ``selection`` (those after it in
+    ``recompute.SELECTIONS``: whole words instead of phrases, single surprising tokens, the layer-0
+    error, at random); and, where a ``recent`` share is set, all of the budget on the selection
+    (``<selection>-only``) or on the context's last tokens (``recent-only``)."""
+    variants = {f"recompute@{f:g}": Variant(recompute=f, selection=selection, recent=min(recent, f)) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated and ablations:
         share = min(recent, ablated)
-        for selection in ("surprisal", "error", "random"):
-            variants[f"{selection}@{ablated:g}"] = Variant(
-                recompute=ablated, selection=selection, recent=share, ablation=True
+        for simpler in SELECTIONS[SELECTIONS.index(selection) + 1 :]:
+            variants[f"{simpler}@{ablated:g}"] = Variant(
+                recompute=ablated, selection=simpler, recent=share, ablation=True
             )
         if share > 0:
-            variants[f"words-only@{ablated:g}"] = Variant(recompute=ablated, ablation=True)
+            variants[f"{selection}-only@{ablated:g}"] = Variant(recompute=ablated, selection=selection, ablation=True)
             variants[f"recent-only@{ablated:g}"] = Variant(recompute=ablated, recent=ablated, ablation=True)
     return variants
 
@@ -228,15 +234,20 @@ def time_translation(
 
 
 def _variants(
-    translators: dict, operating_point: float | None, recent: float, sweep: Sequence[float], ablations: bool
+    translators: dict,
+    operating_point: float | None,
+    recent: float,
+    selection: str,
+    sweep: Sequence[float],
+    ablations: bool,
 ) -> tuple[Variant, dict[str, Variant]]:
     """The ``translated`` condition (pure translation, or the operating point's recompute) and the
     extra conditions (``sweep_variants``; none without a translator)."""
     share = min(recent, operating_point) if operating_point is not None else 0.0
-    point = Variant(recompute=operating_point, recent=share)
+    point = Variant(recompute=operating_point, selection=selection, recent=share)
     if "translated" not in translators:
         return point, {}
-    return point, sweep_variants(operating_point, sweep, recent, ablations=ablations)
+    return point, sweep_variants(operating_point, sweep, recent, selection=selection, ablations=ablations)
 
 
 @dataclass
@@ -255,6 +266,7 @@ def evaluate(
     continuation_tokens: int = 64,
     operating_point: float | None = None,
     recent: float = 0.0,
+    selection: str = DEFAULT_SELECTION,
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
@@ -263,13 +275,14 @@ def evaluate(
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
     ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
-    translation, with ``recent`` of the context from its end); each fraction of ``sweep`` adds a
-    ``recompute@f`` condition and its timing, and ``ablations`` the other selections at the
-    operating point. Samples already in the ``journal`` are not scored again; each newly scored
-    one is added to it as soon as it is done. Without ``score``, nothing new is scored: the rows
-    are those of the samples the journal holds (an interim report of a run still going on).
+    translation, with ``recent`` of the context from its end and the rest by ``selection``); each
+    fraction of ``sweep`` adds a ``recompute@f`` condition and its timing, and ``ablations`` the
+    simpler selections at the operating point. Samples already in the ``journal`` are not scored
+    again; each newly scored one is added to it as soon as it is done. Without ``score``, nothing
+    new is scored: the rows are those of the samples the journal holds (an interim report of a run
+    still going on).
     """
-    point, variants = _variants(translators, operating_point, recent, sweep, ablations)
+    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations)
     timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
     journal = journal if journal is not None else Journal()
     rows, per_length = [], {}
@@ -291,7 +304,7 @@ def evaluate(
         if not records:
             continue
         length_rows, per_length[length] = _summarise(length, records, variants, timed)
-        per_length[length] |= {"recompute": operating_point, "recent": recent}
+        per_length[length] |= {"recompute": operating_point, "recent": recent, "selection": selection}
         rows += length_rows
     return EvalResult(rows, per_length)
 
@@ -356,6 +369,7 @@ def qa_accuracy(
     native_tail: int,
     operating_point: float | None = None,
     recent: float = 0.0,
+    selection: str = DEFAULT_SELECTION,
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
@@ -364,7 +378,7 @@ def qa_accuracy(
     """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md); items already in the
     ``journal`` are not scored again. Without ``score``: over the items the journal holds
     (``qa_scored`` counts them); empty if it holds none."""
-    point, variants = _variants(translators, operating_point, recent, sweep, ablations)
+    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations)
     wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
     journal = journal if journal is not None else Journal()
     keys = qa_keys(items)

@@ -215,6 +215,13 @@ def train(
     recompute_recent: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Of --recompute, the share taken from the context's end.")
     ] = 0.0,
+    recompute_selection: Annotated[
+        str | None,
+        typer.Option(
+            help="How the rest of --recompute is chosen, written to the card: phrases (names and numbers whole), "
+            "words, surprisal, error or random. Default: the --init card's (a fresh translator: words).",
+        ),
+    ] = None,
     through_recompute: Annotated[
         bool,
         typer.Option(
@@ -264,6 +271,7 @@ def train(
     from mot_core.translation.samples import cut_lengths, cut_samples, interleave, read_corpus
     from mot_core.translation.train import Recipe, train_pair
 
+    _check_selection(recompute_selection)
     lengths = _int_list(context_tokens)
     if not lengths or min(lengths) < 16:
         raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
@@ -281,6 +289,7 @@ def train(
         recall=recall,
         recompute=recompute,
         recompute_recent=recompute_recent,
+        recompute_selection=recompute_selection,
         through_recompute=through_recompute,
         content_focus=content_focus,
         val_every=val_every,
@@ -347,6 +356,13 @@ def _fraction_list(value: str) -> list[float]:
     return [_fraction(v) for v in value.split(",") if v.strip()]
 
 
+def _check_selection(value: str | None) -> None:
+    from mot_core.translation.recompute import SELECTIONS
+
+    if value is not None and value not in SELECTIONS:
+        raise typer.BadParameter(f"unknown selection {value!r}; choose from {', '.join(SELECTIONS)}")
+
+
 @app.command("eval")
 def evaluate(
     source: Annotated[str, typer.Option("--source", "-s", help="Source model.")],
@@ -378,14 +394,22 @@ def evaluate(
             "continuation leans on most) instead of the most surprising words (default: the card's recompute_recent).",
         ),
     ] = None,
+    selection: Annotated[
+        str | None,
+        typer.Option(
+            help="How the recompute fraction (past the recent share) is chosen: phrases, words, surprisal, error "
+            "or random (default: the card's recompute_selection)."
+        ),
+    ] = None,
     sweep: Annotated[
         str, typer.Option(help="Comma-separated recompute fractions reported side by side (quality vs cost).")
     ] = "",
     ablations: Annotated[
         bool,
         typer.Option(
-            help="Also score the other recompute selections at the operating point (surprisal, error, random, "
-            "words-only, recent-only): five more conditions per sample and QA item."
+            help="Also score the simpler recompute selections at the operating point (for phrases: words, "
+            "surprisal, error, random), all of it by the selection (<selection>-only) and all of it from the "
+            "end (recent-only): up to six more conditions per sample and QA item."
         ),
     ] = True,
     seed: Annotated[int, typer.Option()] = 0,
@@ -424,6 +448,7 @@ def evaluate(
     from mot_core.translation.translator import load_translator
     from services.engines import resolve_translator_path
 
+    _check_selection(selection)
     src, tgt = load_model(source), load_model(target)
     translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, target)))
     ridge_dir = mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}"
@@ -444,7 +469,9 @@ def evaluate(
     translators = {"translated": translator, **({"ridge": ridge} if ridge is not None else {})}
     operating_point = translator.card.recompute_fraction if recompute is None else _fraction_or_none(recompute)
     recent = translator.card.recompute_recent if recent is None else recent
-    knob = {"operating_point": operating_point, "recent": recent, "sweep": _fraction_list(sweep)}
+    selection = selection or translator.card.recompute_selection
+    knob = {"operating_point": operating_point, "recent": recent, "selection": selection}
+    knob["sweep"] = _fraction_list(sweep)
     knob["ablations"] = ablations
     settings = knob | {
         "format": EVAL_FORMAT,
@@ -477,6 +504,7 @@ def evaluate(
         "ridge_contexts": ridge_contexts,
         "recompute": operating_point,
         "recent": recent,
+        "selection": selection,
         "sweep": knob["sweep"],
         "ablations": ablations,
         "qa_items": len(items),

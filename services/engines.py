@@ -274,6 +274,7 @@ class TargetEngine:
         # the translator's operating point: this share of the context is recomputed here (recompute.blend)
         self.recompute = translator_card.recompute_fraction if translator_card is not None else None
         self.recent = translator_card.recompute_recent if translator_card is not None else 0.0
+        self.selection = translator_card.recompute_selection if translator_card is not None else DEFAULT_SELECTION
         self.translator_name = (spec.translator if isinstance(spec, TargetSpec) else None) or ""
         self._locks = KeyedLocks()
 
@@ -308,7 +309,7 @@ class TargetEngine:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
         card = self.card
-        version = f"{card.version}+{DEFAULT_SELECTION}{self.recompute:g}r{self.recent:g}"
+        version = f"{card.version}+{self.selection}{self.recompute:g}r{self.recent:g}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)
@@ -319,17 +320,16 @@ class TargetEngine:
             translated = replace_head(self.lm, self._decode_translated(blob, ids))
             deadline.check("recompute")
             started = time.perf_counter()
-            blob = codec.encode(
-                trim_to_windows(blend(self.lm, translated, self.recompute, recent=self.recent), self.lm.spec),
-                self.storage_dtype,
-            )
+            blended = blend(self.lm, translated, self.recompute, selection=self.selection, recent=self.recent)
+            blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
             self.store.put(key, blob)
             cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
             log.info(
-                "recomputed %.0f%% of %s natively (its last %.0f%% and its most surprising words) in %.3f s",
+                "recomputed %.0f%% of %s natively (its last %.0f%%, the rest by %s) in %.3f s",
                 100 * self.recompute,
                 ctx[:12],
                 100 * self.recent,
+                self.selection,
                 time.perf_counter() - started,
             )
             return cache, blob, True

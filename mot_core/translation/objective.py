@@ -106,17 +106,35 @@ def translated_cache(
     return blend(target, cache, recompute, selection=selection, recent=recent) if blended else cache
 
 
+def operating_point_cache(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> KVCache:
+    """What the target loads at the operating point of the translator's card (``translated_cache``)."""
+    card = translator.card
+    return translated_cache(
+        translator,
+        prepared,
+        target,
+        recompute=card.recompute_fraction,
+        selection=card.recompute_selection,
+        recent=card.recompute_recent,
+    )
+
+
 def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.Tensor, keep: int):
     cache = rows_to_cache(rows[:keep], target.spec, target_ids[:, :keep], target.fingerprint.id)
     return to_model_cache(target, cache)
 
 
 def blended_model_cache(
-    target: LoadedModel, rows: torch.Tensor, prepared: PreparedSample, recompute: float, recent: float
+    target: LoadedModel,
+    rows: torch.Tensor,
+    prepared: PreparedSample,
+    recompute: float,
+    recent: float,
+    selection: str = DEFAULT_SELECTION,
 ):
     """What the target loads at an operating point, differentiable in ``rows`` (from
     ``translated_rows(..., all_positions=True)``): the translated cache with ``recompute`` of the
-    context recomputed by the target itself (``recompute.blend``, the shipped selection).
+    context recomputed by the target itself (``recompute.blend``).
 
     Training through it teaches the translator what the shipped cache is: the tokens the target
     recomputes need no translation, and the others are read by freshly computed neighbours.
@@ -130,7 +148,7 @@ def blended_model_cache(
         all_positions=True,
         surprisal=prepared.surprisal,
     )
-    return to_model_cache(target, blend(target, cache, recompute, recent=recent, grad=True))
+    return to_model_cache(target, blend(target, cache, recompute, selection=selection, recent=recent, grad=True))
 
 
 def continuation_logits(

@@ -36,9 +36,9 @@ from mot_core.translation.objective import (
     continuation_logits,
     kl_per_token,
     nll_per_token,
+    operating_point_cache,
     prepare,
     rows_model_cache,
-    translated_cache,
     translated_rows,
 )
 from mot_core.translation.samples import Sample, with_recall
@@ -74,6 +74,7 @@ class Recipe:
     # None keeps the ``init`` card's (a fresh translator has none: pure translation)
     recompute: float | None = None
     recompute_recent: float = 0.0
+    recompute_selection: str | None = None  # None keeps the ``init`` card's (recompute.SELECTIONS)
     # the loss (and validation) on the cache after the target's recompute at that operating point
     # (objective.blended_model_cache), not on the pure translation
     through_recompute: bool = False
@@ -132,7 +133,9 @@ def sample_loss(
     card = translator.card
     if recipe.through_recompute:
         rows = translated_rows(translator, prepared, target, all_positions=True)
-        cache = blended_model_cache(target, rows, prepared, card.recompute_fraction, card.recompute_recent)
+        cache = blended_model_cache(
+            target, rows, prepared, card.recompute_fraction, card.recompute_recent, card.recompute_selection
+        )
     else:
         rows = translated_rows(translator, prepared, target)
         cache = rows_model_cache(target, rows, prepared.target_ids, keep)
@@ -161,18 +164,14 @@ def validate(
     """Mean NLL per continuation token under native / none / translated, and the retention.
 
     ``translated`` is the pure translation, or with ``at_operating_point`` what the target loads
-    after recomputing its card's fraction of the context (``objective.translated_cache``).
+    after recomputing its card's fraction of the context (``objective.operating_point_cache``).
     """
     totals = {"native": 0.0, "none": 0.0, "translated": 0.0}
     count = 0
-    card = translator.card
     for p in prepared:
         tail, cont = p.tail_ids, p.continuation_ids
         if at_operating_point:
-            blended = translated_cache(
-                translator, p, target, recompute=card.recompute_fraction, recent=card.recompute_recent
-            )
-            translated = to_model_cache(target, blended)
+            translated = to_model_cache(target, operating_point_cache(translator, p, target))
         else:
             translated = rows_model_cache(target, translated_rows(translator, p, target), p.target_ids, p.keep)
         caches = {"native": to_model_cache(target, p.native_cache), "none": None, "translated": translated}
@@ -255,6 +254,8 @@ def train_pair(
         translator.card = replace(
             translator.card, recompute_fraction=recipe.recompute, recompute_recent=recipe.recompute_recent
         )
+    if recipe.recompute_selection is not None:
+        translator.card = replace(translator.card, recompute_selection=recipe.recompute_selection)
     if recipe.through_recompute and translator.card.recompute_fraction is None:
         raise MotError(
             "training through the recompute needs an operating point: --recompute, or an --init that has one"

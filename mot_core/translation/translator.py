@@ -30,6 +30,7 @@ from mot_core.errors import FingerprintMismatchError, MotError
 from mot_core.kv_cache import KVCache
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, kv_rows
+from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS
 
 WEIGHTS_FILE = "translator.safetensors"
 CARD_FILE = "card.json"
@@ -51,6 +52,9 @@ class TranslatorCard:
     # of that fraction, the share of the context taken from its end (the tokens a continuation leans
     # on most) rather than by the selection; see recompute.select_positions
     recompute_recent: float = 0.0
+    # how the rest of the fraction is chosen (recompute.SELECTIONS); cards written before the
+    # choice existed were measured with the default
+    recompute_selection: str = DEFAULT_SELECTION
     config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
     recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
@@ -62,6 +66,11 @@ class TranslatorCard:
             raise MotError(
                 f"translator card {self.source_model}->{self.target_model}: need 0 <= recompute_recent <= "
                 f"recompute_fraction <= 1, got {self.recompute_recent} and {fraction}"
+            )
+        if self.recompute_selection not in SELECTIONS:
+            raise MotError(
+                f"translator card {self.source_model}->{self.target_model}: unknown recompute_selection "
+                f"{self.recompute_selection!r}; choose from {SELECTIONS}"
             )
 
     @classmethod

@@ -25,17 +25,10 @@ from mot_core.cache_ops import to_model_cache
 from mot_core.evaluation import _with_neighbours, answers_right, qa_retention, retention
 from mot_core.loading import load_model
 from mot_core.paths import mot_home
-from mot_core.translation.objective import continuation_logits, nll_per_token, prepare, translated_cache
+from mot_core.translation.objective import continuation_logits, nll_per_token, operating_point_cache, prepare
 from mot_core.translation.samples import Sample, cut_samples, read_corpus
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
-
-
-def _at_point(translator, prepared, target):
-    card = translator.card
-    return translated_cache(
-        translator, prepared, target, recompute=card.recompute_fraction, recent=card.recompute_recent
-    )
 
 
 @torch.no_grad()
@@ -47,8 +40,8 @@ def compare_nll(source, target, translators: dict, samples: list[Sample], native
     for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
         caches = {"native": p.native_cache, "none": None}
         for name, t in translators.items():
-            caches[name] = _at_point(t, p, target)
-            caches[f"{name}/deranged"] = _at_point(t, other, target)
+            caches[name] = operating_point_cache(t, p, target)
+            caches[f"{name}/deranged"] = operating_point_cache(t, other, target)
         for condition, cache in caches.items():
             model_cache = None if cache is None else to_model_cache(target, cache)
             logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
@@ -70,7 +63,7 @@ def compare_qa(source, target, translators: dict, items: list[dict], native_tail
         right["native"] += answers_right(target, p, item, p.native_cache)
         right["none"] += answers_right(target, p, item, None)
         for name, t in translators.items():
-            right[name] += answers_right(target, p, item, _at_point(t, p, target))
+            right[name] += answers_right(target, p, item, operating_point_cache(t, p, target))
     accuracy = {c: n / len(items) for c, n in right.items()}
     return {"items": len(items), "accuracy": accuracy, "qa_retention": qa_retention(accuracy)}
 
