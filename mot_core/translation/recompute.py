@@ -82,23 +82,31 @@ def phrase_index(tokenizer, token_ids: torch.Tensor) -> tuple[torch.Tensor, torc
     """Per token ``[T]``: the index of the phrase it belongs to, whether it holds a letter or digit,
     and whether its word is name-like (starts with a capital letter or a digit).
 
-    A phrase is a run of consecutive name-like words ("Nick Drake", "March 3"), or any other word
-    (``word_index``) on its own; punctuation and spaces end a run.
+    A phrase is a run of name-like words ("Nick Drake", "March 3"), with the bare spaces between
+    them (some tokenizers cut a space off as a token of its own); any other word (``word_index``)
+    is a phrase on its own. Punctuation ends a run.
     """
     words, alphanumeric = word_index(tokenizer, token_ids)
     pieces = tokenizer.batch_decode([[int(t)] for t in token_ids])
-    first_char = {}  # word -> the first non-space character of its text
+    text_of_word = [""] * (int(words.max()) + 1)
     for w, piece in zip(words.tolist(), pieces, strict=True):
-        if w not in first_char and piece.strip():
-            first_char[w] = piece.strip()[0]
-    count = int(words.max()) + 1
-    has_alnum = torch.zeros(count, dtype=torch.bool).scatter_reduce(0, words, alphanumeric, "amax")
-    name_like = torch.tensor([c.isupper() or c.isdigit() for c in (first_char.get(w, " ") for w in range(count))])
-    name_like &= has_alnum
-    joins = torch.zeros(count, dtype=torch.bool)  # word w continues the phrase of word w - 1
-    joins[1:] = name_like[1:] & name_like[:-1]
-    phrase_of_word = (~joins).cumsum(0) - 1
-    return phrase_of_word[words], alphanumeric, name_like[words] & alphanumeric
+        text_of_word[w] += piece
+    texts = [t.strip() for t in text_of_word]
+    name_like = [bool(t) and (t[0].isupper() or t[0].isdigit()) for t in texts]
+    phrase, pending, run = [], [], False  # pending: bare spaces after a name-like word
+    for w, text in enumerate(texts):
+        if not text and run:
+            pending.append(w)
+            continue
+        joins = run and name_like[w]
+        for _ in pending:  # spaces inside a run join it; after one, they stand alone
+            phrase.append(phrase[-1] if joins else (phrase[-1] + 1))
+        pending = []
+        phrase.append(phrase[-1] if joins else (phrase[-1] + 1 if phrase else 0))
+        run = name_like[w]
+    phrase += [phrase[-1] + 1 + i for i in range(len(pending))]
+    by_word = torch.tensor(phrase)
+    return by_word[words], alphanumeric, torch.tensor(name_like)[words] & alphanumeric
 
 
 def layer0_error(cache: KVCache, native_keys: torch.Tensor, native_values: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from transformers import DynamicCache
 
 from mot_core import cache_ops
 from mot_core.kv_cache import KVCache
-from mot_core.translation.recompute import blend, layer0_error, select_positions, word_index
+from mot_core.translation.recompute import blend, layer0_error, phrase_index, select_positions, word_index
 
 TEXT = "In 1790 the President addressed Congress on the state of the Union, the militia and the debt. " * 3
 
@@ -96,6 +96,53 @@ def test_word_index_groups_tokens_into_the_words_of_the_text(tiny_lm):
     ]
     assert [g for g in grouped[1:] if g] == re.findall(r"\w+|[^\w\s]", text)  # [0] is the BOS
     assert alphanumeric.tolist() == [any(c.isalnum() for c in p) for p in pieces]
+
+
+def test_phrase_index_joins_names_and_numbers_and_flags_them(tiny_lm):
+    text = "the song by Nick Drake , out on March 3 , 2017 in London ; the Beast sang"
+    ids = tiny_lm.tokenizer(text, return_tensors="pt").input_ids[0]
+    phrases, alphanumeric, name_like = phrase_index(tiny_lm.tokenizer, ids)
+    words, word_alphanumeric = word_index(tiny_lm.tokenizer, ids)
+    assert torch.equal(alphanumeric, word_alphanumeric) and bool((phrases.diff() >= 0).all())
+    pieces = tiny_lm.tokenizer.batch_decode([[int(t)] for t in ids])
+
+    def text_of(index: torch.Tensor) -> list[str]:
+        spans = ["".join(p for p, i in zip(pieces, index, strict=True) if i == n) for n in range(int(index.max()) + 1)]
+        return [s.strip() for s in spans if s.strip()]
+
+    assert text_of(phrases)[1:] == [  # [0] is the BOS
+        *["the", "song", "by", "Nick Drake", ",", "out", "on", "March 3", ",", "2017", "in", "London", ";"],
+        *["the", "Beast", "sang"],
+    ]
+    named_words = torch.where(name_like, words, -1)  # -1: no word of text_of's
+    assert text_of(named_words) == ["Nick", "Drake", "March", "3", "2017", "London", "Beast"]
+    assert not bool((name_like & ~alphanumeric).any())
+
+
+def test_phrases_selection_restores_a_whole_name_where_words_restores_its_first_word(tiny_lm):
+    """A name's second word is predictable once its first is read; the target needs both."""
+    text = TEXT + " Envoys met Oswald Twistleton there."
+    encoded = tiny_lm.tokenizer(text, return_tensors="pt", return_offsets_mapping=True)
+    ids = encoded.input_ids
+    native = _full_native_cache(tiny_lm, ids)
+    phrases, _, name_like = phrase_index(tiny_lm.tokenizer, ids[0])
+    words, _ = word_index(tiny_lm.tokenizer, ids[0])
+    at = text.index("Oswald")
+    first = next(i for i, (a, b) in enumerate(encoded.offset_mapping[0].tolist()) if a <= at < b)
+    name = (phrases == phrases[first]).nonzero().flatten()
+    assert words[name][name_like[name]].unique().numel() == 2  # two words (and any bare space), one phrase
+    corrupted = _corrupt(native, name, from_layer=1)
+    corrupted.surprisal = torch.full(ids.shape, 2.0)
+    corrupted.surprisal[0, name] = 0.1  # predictable ...
+    corrupted.surprisal[0, first] = 4.0  # ... but for its first token
+    corrupted.surprisal[0, ~name_like & (torch.arange(ids.shape[-1]) > first)] = 3.9  # "there" outranks "Twistleton"
+    fraction = name.numel() / ids.shape[-1]
+    restored = blend(tiny_lm, corrupted, fraction, selection="phrases")
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    by_words = blend(tiny_lm, corrupted, fraction, selection="words")
+    assert not torch.allclose(by_words.keys[-1], native.keys[-1], atol=1e-3)
 
 
 def test_word_selection_takes_whole_words_best_first_and_keeps_the_budget():

@@ -610,6 +610,24 @@ def test_mixture_computes_its_formula_per_token():
     torch.testing.assert_close(kept_everywhere[:, [0, 2]], expected[:, [0, 2]], rtol=1e-4, atol=1e-4)
 
 
+def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
+    from mot_core.evaluation import sweep_variants
+
+    variants = sweep_variants(0.1, [0.2], 0.03, selection="phrases")
+    assert {name: v.selection for name, v in variants.items()} == {
+        "recompute@0.2": "phrases",
+        "words@0.1": "words",
+        "surprisal@0.1": "surprisal",
+        "error@0.1": "error",
+        "random@0.1": "random",
+        "phrases-only@0.1": "phrases",
+        "recent-only@0.1": "words",  # no budget left for a selection
+    }
+    assert variants["phrases-only@0.1"].recent == 0.0 and variants["recent-only@0.1"].recent == 0.1
+    assert all(v.ablation for name, v in variants.items() if name != "recompute@0.2")
+    assert "phrases@0.1" not in sweep_variants(0.1, [], 0.03)  # a words point is not ablated by a finer one
+
+
 def test_card_refuses_a_recent_share_beyond_its_fraction():
     """The share from the end is part of the recompute fraction: a card that says otherwise fails
     when it is loaded, not on the first request that recomputes."""
@@ -620,3 +638,6 @@ def test_card_refuses_a_recent_share_beyond_its_fraction():
     assert card.recompute_recent == 0.03
     with pytest.raises(MotError, match="recompute_recent"):
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_recent=0.2)
+    assert card.recompute_selection == "words"  # cards written before the field: what they were measured with
+    with pytest.raises(MotError, match="recompute_selection"):
+        TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_selection="names")
