@@ -31,6 +31,12 @@ def _corrupt(cache: KVCache, positions: torch.Tensor, seed: int = 0, from_layer:
     return KVCache(keys, values, cache.token_ids, cache.fingerprint)
 
 
+def _assert_same_cache(restored: KVCache, native: KVCache) -> None:
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+
+
 def _ids(lm):
     ids = lm.tokenizer(TEXT, return_tensors="pt").input_ids
     assert ids.shape[-1] > 3 * 8  # well past the tiny Gemma's sliding window of 8
@@ -56,9 +62,7 @@ def test_recomputing_the_corrupted_positions_restores_the_native_cache(tiny_lm):
     positions = torch.tensor([3, 4, 11, 17, ids.shape[-1] - 2])
     corrupted = _corrupt(native, positions)
     restored = cache_ops.recompute_positions(tiny_lm, corrupted, positions)
-    for layer in range(native.num_layers):
-        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    _assert_same_cache(restored, native)
     partly = cache_ops.recompute_positions(tiny_lm, corrupted, positions[:2])
     assert not torch.allclose(partly.keys[-1][:, :, 11], native.keys[-1][:, :, 11], atol=1e-3)
 
@@ -74,9 +78,7 @@ def test_surprisal_selection_recomputes_the_tokens_the_source_found_surprising(t
     corrupted.surprisal[0, surprising] = torch.tensor([3.0, 5.0, 4.0])
     fraction = len(surprising) / ids.shape[-1]
     restored = blend(tiny_lm, corrupted, fraction, selection="surprisal")
-    for layer in range(native.num_layers):
-        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    _assert_same_cache(restored, native)
     by_error = blend(tiny_lm, corrupted, fraction, selection="error")
     assert not torch.allclose(by_error.keys[-1], native.keys[-1], atol=1e-3)
     corrupted.surprisal = None
@@ -138,9 +140,7 @@ def test_phrases_selection_restores_a_whole_name_where_words_restores_its_first_
     corrupted.surprisal[0, ~name_like & (torch.arange(ids.shape[-1]) > first)] = 3.9  # "there" outranks "Twistleton"
     fraction = name.numel() / ids.shape[-1]
     restored = blend(tiny_lm, corrupted, fraction, selection="phrases")
-    for layer in range(native.num_layers):
-        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    _assert_same_cache(restored, native)
     by_words = blend(tiny_lm, corrupted, fraction, selection="words")
     assert not torch.allclose(by_words.keys[-1], native.keys[-1], atol=1e-3)
 
@@ -197,9 +197,7 @@ def test_word_selection_recomputes_whole_surprising_words(tiny_lm):
         corrupted.surprisal[0, (words == w).nonzero()[0]] = surprise  # ... its first token is not
     fraction = positions.numel() / ids.shape[-1]
     restored = blend(tiny_lm, corrupted, fraction)
-    for layer in range(native.num_layers):
-        torch.testing.assert_close(restored.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-        torch.testing.assert_close(restored.values[layer], native.values[layer], rtol=1e-4, atol=1e-4)
+    _assert_same_cache(restored, native)
     by_token = blend(tiny_lm, corrupted, fraction, selection="surprisal")
     assert not torch.allclose(by_token.keys[-1], native.keys[-1], atol=1e-3)
 
