@@ -27,7 +27,7 @@ from mot_core.errors import CodecError, FingerprintMismatchError
 from mot_core.generation import Sampling, StreamState, score_continuation, stream_generate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel, ModelMeta, load_model
-from mot_core.translation.recompute import DEFAULT_SELECTION, blend
+from mot_core.translation.recompute import blend
 from mot_core.translation.translator import CARD_FILE, CacheTranslator, TranslatorCard, load_translator
 from services.config import Limits, ServiceConfig, StoreConfig, TargetSpec
 from services.deadline import NO_DEADLINE, Deadline
@@ -273,8 +273,6 @@ class TargetEngine:
         self.translator_version = translator_card.version if translator_card is not None else ""
         # the translator's operating point: this share of the context is recomputed here (recompute.blend)
         self.recompute = translator_card.recompute_fraction if translator_card is not None else None
-        self.recent = translator_card.recompute_recent if translator_card is not None else 0.0
-        self.selection = translator_card.recompute_selection if translator_card is not None else DEFAULT_SELECTION
         self.translator_name = (spec.translator if isinstance(spec, TargetSpec) else None) or ""
         self._locks = KeyedLocks()
 
@@ -308,8 +306,8 @@ class TargetEngine:
         if self.recompute is None:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
-        card = self.card
-        version = f"{card.version}+{self.selection}{self.recompute:g}r{self.recent:g}"
+        card = self.card  # its recompute_recent and recompute_selection complete the operating point
+        version = f"{card.version}+{card.recompute_selection}{self.recompute:g}r{card.recompute_recent:g}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)
@@ -320,7 +318,9 @@ class TargetEngine:
             translated = replace_head(self.lm, self._decode_translated(blob, ids))
             deadline.check("recompute")
             started = time.perf_counter()
-            blended = blend(self.lm, translated, self.recompute, selection=self.selection, recent=self.recent)
+            blended = blend(
+                self.lm, translated, self.recompute, selection=card.recompute_selection, recent=card.recompute_recent
+            )
             blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
             self.store.put(key, blob)
             cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
@@ -328,8 +328,8 @@ class TargetEngine:
                 "recomputed %.0f%% of %s natively (its last %.0f%%, the rest by %s) in %.3f s",
                 100 * self.recompute,
                 ctx[:12],
-                100 * self.recent,
-                self.selection,
+                100 * card.recompute_recent,
+                card.recompute_selection,
                 time.perf_counter() - started,
             )
             return cache, blob, True

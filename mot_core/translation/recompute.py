@@ -70,7 +70,11 @@ def word_index(tokenizer, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.
     that follows a token ending with one ("Leon|ardo" is one word, " da" the next). From the
     decoded pieces, so it holds for byte-level BPE and SentencePiece tokenizers alike.
     """
-    pieces = tokenizer.batch_decode([[int(t)] for t in token_ids])
+    return _word_index(tokenizer.batch_decode([[int(t)] for t in token_ids]))
+
+
+def _word_index(pieces: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``word_index`` from the decoded pieces (one decode serves ``phrase_index`` too)."""
     starts = [
         i == 0 or not piece[:1].isalnum() or not previous[-1:].isalnum()
         for i, (previous, piece) in enumerate(zip(["", *pieces], pieces, strict=False))
@@ -87,27 +91,29 @@ def phrase_index(tokenizer, token_ids: torch.Tensor) -> tuple[torch.Tensor, torc
     them (some tokenizers cut a space off as a token of its own); any other word (``word_index``)
     is a phrase on its own. Punctuation ends a run.
     """
-    words, alphanumeric = word_index(tokenizer, token_ids)
     pieces = tokenizer.batch_decode([[int(t)] for t in token_ids])
+    words, alphanumeric = _word_index(pieces)
     text_of_word = [""] * (int(words.max()) + 1)
     for w, piece in zip(words.tolist(), pieces, strict=True):
         text_of_word[w] += piece
     texts = [t.strip() for t in text_of_word]
     name_like = [bool(t) and (t[0].isupper() or t[0].isdigit()) for t in texts]
-    phrase, pending, run = [], [], False  # pending: bare spaces after a name-like word
-    for w, text in enumerate(texts):
-        if not text and run:
-            pending.append(w)
-            continue
-        joins = run and name_like[w]
-        for _ in pending:  # spaces inside a run join it; after one, they stand alone
-            phrase.append(phrase[-1] if joins else (phrase[-1] + 1))
-        pending = []
-        phrase.append(phrase[-1] if joins else (phrase[-1] + 1 if phrase else 0))
-        run = name_like[w]
-    phrase += [phrase[-1] + 1 + i for i in range(len(pending))]
-    by_word = torch.tensor(phrase)
-    return by_word[words], alphanumeric, torch.tensor(name_like)[words] & alphanumeric
+    before, after = _nearest_non_blank(texts, name_like), _nearest_non_blank(texts[::-1], name_like[::-1])[::-1]
+    # a word joins the phrase before it if the nearest non-blank word before it is name-like, and so
+    # is the word itself (a bare space: the nearest non-blank word after it)
+    starts = torch.tensor([not (before[w] and (name_like[w] if texts[w] else after[w])) for w in range(len(texts))])
+    phrase_of_word = starts.cumsum(0) - 1
+    return phrase_of_word[words], alphanumeric, torch.tensor(name_like)[words] & alphanumeric
+
+
+def _nearest_non_blank(texts: list[str], flags: list[bool]) -> list[bool]:
+    """Per word, the flag of the nearest word before it with any text (False if none)."""
+    out, last = [], False
+    for text, flag in zip(texts, flags, strict=True):
+        out.append(last)
+        if text:
+            last = flag
+    return out
 
 
 def layer0_error(cache: KVCache, native_keys: torch.Tensor, native_values: torch.Tensor) -> torch.Tensor:
