@@ -11,10 +11,10 @@ Which tokens (``selection``; a translator's card names the one it ships with):
   a digit ("Nick Drake", "March 3") are one phrase; any other word is a phrase of its own. Phrases
   are ranked like words, by their most surprising token, with ``NAME_BONUS`` added to the tokens
   of capitalised and numeric words: a fact a question asks about is mostly a name, a place, a date
-  or an amount, and a target copying it needs all of it. On qa_dev items 100-299 with Gemma-3 at
-  its operating point (reports/experiments/phrases), QA retention 0.562 against 0.322 for
-  ``"words"``, NLL retention on validation speeches unchanged. Scripts without case get no bonus
-  and fall back to words.
+  or an amount, and a target copying it needs all of it. On qa_dev items 100-299 at the same
+  operating points (reports/experiments/phrases), QA retention against ``"words"``: Gemma-3 0.562
+  against 0.322, Qwen2.5 0.786 against 0.550, NLL retention on validation speeches unchanged.
+  Both shipped cards name it. Scripts without case get no bonus and fall back to words.
 - ``"words"`` (the default of cards that name none): whole words, the most surprising first, by
   the surprisal of their most surprising token (below). A surprising name is surprising in its
   first token only ("Leonardo" and not "da Vinci"), but a target copying it needs all of them.
