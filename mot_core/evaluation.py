@@ -1,10 +1,12 @@
 """Held-out evaluation of a translator: the conditions and metrics of DESIGN.md, side by side.
 
-For each sample and context length, the target scores the same continuation under five caches
+For each sample and context length, the target scores the same continuation under six caches
 for the context: ``native`` (its own prefill, the upper bound), ``none`` (only BOS and the
 native tail), ``translated`` (the learned translator), ``deranged`` (the translator applied to
-another sample's source cache: the control for "some plausible context"), and ``ridge`` (the
-closed-form baseline). Every condition runs the same native tail and continuation, so the only
+another sample's source cache: the control for "some plausible context"), ``ridge`` (the
+closed-form baseline), and ``native-deranged`` (the target's own prefill of that other sample:
+``native_content_gain`` is the content gain of native prefill on the same text, the reference
+for the translator's). Every condition runs the same native tail and continuation, so the only
 difference is the cache. Timings compare the target's native prefill with translation
 (alignment + translator + assembling and loading the cache) on the same sample, in the same run.
 """
@@ -38,7 +40,7 @@ from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
-CONDITIONS = ("native", "none", "translated", "deranged", "ridge")
+CONDITIONS = ("native", "none", "translated", "deranged", "ridge", "native-deranged")
 QA_CONDITIONS = ("native", "none", "translated", "ridge")
 GREEDY_TOKENS = 32
 TIMING_REPEATS = 2  # per sample, each side: the fastest is kept (time_translation)
@@ -115,6 +117,8 @@ def _condition_caches(target, prepared, other, translators, point: Variant, swee
         )
 
     builders = {"native": lambda: prepared.native_cache, "none": lambda: None}
+    if other is not None:
+        builders["native-deranged"] = lambda: other.native_cache
     if "translated" in translators:
         builders["translated"] = lambda: build(prepared, point)
         if other is not None:
@@ -319,6 +323,8 @@ def _summarise(length: int, records: list[dict], variants: dict[str, Variant], t
             acc = sums.setdefault(c, dict.fromkeys(values, 0.0))
             for name, value in values.items():
                 acc[name] += value
+    # a condition some records lack (a journal begun before it existed) would be averaged over too few
+    sums = {c: v for c, v in sums.items() if all(c in r["conditions"] for r in records)}
     present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
     nll = {c: sums[c]["nll"] / tokens for c in present}
     timings = [r["timing"] for r in records if "timing" in r]
@@ -352,6 +358,8 @@ def _summarise(length: int, records: list[dict], variants: dict[str, Variant], t
     info = {"samples": len(records), "continuation_tokens": tokens}
     if "translated" in ret and "deranged" in ret:
         info["content_gain"] = ret["translated"] - ret["deranged"]
+    if "native-deranged" in ret:
+        info["native_content_gain"] = 1.0 - ret["native-deranged"]
     if timings:
         info["native_prefill_s"] = native_s
         info["translate_s"] = translate_s["translated"]
@@ -436,7 +444,8 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
     for length, info in result.per_length.items():
         for row in rows:
             if row["context_tokens"] == length:
-                row.update({k: info[k] for k in ("content_gain", "native_prefill_s", "translate_s") if k in info})
+                keys = ("content_gain", "native_content_gain", "native_prefill_s", "translate_s")
+                row.update({k: info[k] for k in keys if k in info})
     if qa is not None:
         for condition, accuracy in qa.items():
             rows.append({"condition": condition, "qa_accuracy": accuracy})
@@ -469,12 +478,13 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         )
     lines += [
         "",
-        "| context tokens | samples | content gain | native prefill s | translate s | ratio |",
-        "|---|---|---|---|---|---|",
+        "| context tokens | samples | content gain | native's content gain | native prefill s | translate s | ratio |",
+        "|---|---|---|---|---|---|---|",
     ]
     for length, info in result.per_length.items():
         lines.append(
             f"| {length} | {info['samples']} | {info.get('content_gain', float('nan')):.3f} | "
+            f"{info.get('native_content_gain', float('nan')):.3f} | "
             f"{info.get('native_prefill_s', float('nan')):.3f} | {info.get('translate_s', float('nan')):.3f} | "
             f"{info.get('translate_over_prefill', float('nan')):.3f} |"
         )
@@ -496,7 +506,7 @@ def _plot(path: Path, result: EvalResult, meta: dict, qa_retention: dict | None 
 
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
     lengths = sorted(result.per_length)
-    for condition in ("translated", "deranged", "ridge"):
+    for condition in ("translated", "deranged", "ridge", "native-deranged"):
         points = [(r["context_tokens"], r["retention"]) for r in result.rows if r["condition"] == condition]
         if points:
             ax1.plot(*zip(*sorted(points), strict=True), marker="o", label=condition)

@@ -94,7 +94,7 @@ def test_eval_reports_and_reports_again_from_its_journal(tmp_path, tiny_dirs):
     ran = run_mot(*args, "--out", str(out), env_home=tmp_path)
     assert ran.returncode == 0, ran.stderr
     report = json.loads((out / "report.json").read_text())
-    assert [r["condition"] for r in report["rows"]] == ["native", "none", "translated", "deranged"]
+    assert [r["condition"] for r in report["rows"]] == ["native", "none", "translated", "deranged", "native-deranged"]
     journal = (out / "progress.jsonl").read_bytes()
     (out / "report.json").unlink()
 

@@ -354,11 +354,32 @@ def test_eval_conditions_share_samples(pair, ridge, samples):
         source, target, {"translated": ridge, "ridge": ridge}, {6: val[:2]}, native_tail=2, continuation_tokens=8
     )
     rows = {r["condition"]: r for r in result.rows}
-    assert set(rows) == {"native", "none", "translated", "deranged", "ridge"}
+    assert set(rows) == {"native", "none", "translated", "deranged", "ridge", "native-deranged"}
     assert {r["samples"] for r in rows.values()} == {2}
     assert rows["native"]["kl"] == 0 and rows["native"]["top1"] == 1 and rows["native"]["retention"] == 1
     assert rows["translated"]["nll"] == rows["ridge"]["nll"]  # same translator, same samples -> same numbers
     assert "content_gain" in result.per_length[6] and result.per_length[6]["native_prefill_s"] > 0
+    assert rows["native-deranged"]["nll"] != rows["native"]["nll"]  # another sample's context, not this one's
+    native_gain = result.per_length[6]["native_content_gain"]
+    assert native_gain == pytest.approx(1 - rows["native-deranged"]["retention"])
+
+
+def test_a_condition_that_older_journal_records_lack_gets_no_row():
+    """A journal begun before ``native-deranged`` existed still reports, without averaging the new
+    condition over records that never scored it."""
+    from mot_core.evaluation import _summarise
+
+    def record(*conditions):
+        scores = {"nll": 2.0, "kl": 0.1, "top1": 3, "greedy": 1}
+        return {"tokens": 4, "greedy_tokens": 2, "conditions": {c: dict(scores) for c in conditions}}
+
+    old = record("native", "none", "translated", "deranged")
+    new = record("native", "none", "translated", "deranged", "native-deranged")
+    rows, info = _summarise(6, [old, new], {}, {})
+    assert [r["condition"] for r in rows] == ["native", "none", "translated", "deranged"]
+    assert "native_content_gain" not in info
+    rows, info = _summarise(6, [new, new], {}, {})
+    assert rows[-1]["condition"] == "native-deranged" and "native_content_gain" in info
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3_text"])
@@ -555,7 +576,14 @@ def test_an_interim_report_reads_the_journal_and_writes_nothing(tmp_path, pair, 
     for row in interim.rows:  # the ridge's rows too, although no ridge was given: they are in the journal
         assert row["samples"] == 2
         assert row["nll"] == pytest.approx(sum(r["conditions"][row["condition"]]["nll"] for r in records) / tokens)
-    assert {r["condition"] for r in interim.rows} == {"native", "none", "translated", "deranged", "ridge"}
+    assert {r["condition"] for r in interim.rows} == {
+        "native",
+        "none",
+        "translated",
+        "deranged",
+        "ridge",
+        "native-deranged",
+    }
     assert qa == {c: float(right) for c, right in json.loads(lines[4])["record"].items()}
     assert qa_scored(items, journal) == 1
     meta = {"samples": 3, "qa_items": 4, "qa_items_scored": 1, "report_only": True}
