@@ -22,11 +22,14 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
     if short:
         raise ValueError(f"layers {short} hold only a window tail; use contexts shorter than the window")
     plain = unrotate(cache, spec)
-    rows = [
-        torch.cat((k[0], v[0]), dim=-1).transpose(0, 1).flatten(1)
-        for k, v in zip(plain.keys, plain.values, strict=True)
-    ]
-    return torch.stack(rows, dim=1).float()
+    # one strided copy per layer into the final layout: concatenating, transposing and stacking
+    # copied the whole 30-layer source cache three times (~0.03 s at 1024 tokens, 2% of a prefill)
+    _, heads, seq_len, dim = plain.keys[0].shape
+    rows = torch.empty(seq_len, cache.num_layers, heads, 2, dim, device=plain.keys[0].device)
+    for layer, (k, v) in enumerate(zip(plain.keys, plain.values, strict=True)):
+        rows[:, layer, :, 0] = k[0].transpose(0, 1)
+        rows[:, layer, :, 1] = v[0].transpose(0, 1)
+    return rows.flatten(2)
 
 
 def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

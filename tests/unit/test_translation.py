@@ -636,6 +636,12 @@ def test_mixture_computes_its_formula_per_token():
     assert kept_everywhere[0, 1].abs().sum() > 0  # every position of the sliding layers too
     torch.testing.assert_close(kept_everywhere[4:], expected[4:], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(kept_everywhere[:, [0, 2]], expected[:, [0, 2]], rtol=1e-4, atol=1e-4)
+    # serving (no autograd) standardises in place, training keeps the graph: the same bits either way
+    with torch.no_grad():
+        serving = translator.predict_rows(aligned)
+    training = translator.predict_rows(aligned)
+    assert training.requires_grad
+    assert torch.equal(serving, training.detach())
 
 
 def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():

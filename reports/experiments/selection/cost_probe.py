@@ -51,7 +51,9 @@ def main() -> None:
         documents, source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=args.seed
     )
     labels = {"pure translation": Variant()} | {
-        f"recompute@{f} recent {r}": Variant(recompute=float(f), recent=min(float(r), float(f)))
+        f"recompute@{f} recent {r}": Variant(
+            recompute=float(f), recent=min(float(r), float(f)), selection=translator.card.recompute_selection
+        )
         for f in args.fractions.split(",")
         for r in args.recent.split(",")
     }
