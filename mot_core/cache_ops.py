@@ -18,7 +18,7 @@ from transformers import DynamicCache
 from mot_core.arch import ArchSpec
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
-from mot_core.rope import apply_rope, remove_rope
+from mot_core.rope import apply_rope, layer_tables, remove_rope
 
 
 def _as_batch(ids: torch.Tensor | list[int]) -> torch.Tensor:
@@ -137,7 +137,31 @@ def replace_head(lm: LoadedModel, cache: KVCache, positions: int = 1) -> KVCache
 
 
 class _StopForward(Exception):
-    """Raised by a hook to end a forward pass once the layers of interest have run."""
+    """Raised to end a forward pass once the layers of interest have stored their keys/values."""
+
+
+class _KeysValuesUpTo(DynamicCache):
+    """A cache that ends the forward pass as soon as layer ``last_layer`` has stored its keys and
+    values: what the layers compute after that (the last one's attention and MLP, the layers
+    above it) is not needed when only the cache is."""
+
+    def __init__(self, last_layer: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.last_layer = last_layer
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        if layer_idx == self.last_layer:
+            raise _StopForward
+        return out
+
+
+def _fill_cache(lm: LoadedModel, model_cache: _KeysValuesUpTo, **inputs) -> None:
+    """Run the decoder (no LM head) until ``model_cache`` has what it needs."""
+    try:
+        lm.model.get_decoder()(cache=model_cache, use_cache=True, **inputs)
+    except _StopForward:
+        pass
 
 
 @torch.inference_mode()
@@ -145,26 +169,10 @@ def first_layer_kv(lm: LoadedModel, token_ids: torch.Tensor | list[int]) -> tupl
     """The target's own layer-0 keys (post-RoPE) and values ``[1, H, T, D]`` for every position.
 
     Layer 0's keys and values are a function of each token alone (no attention before them), so
-    they are exact for any context, for the price of one layer instead of a prefill.
+    they are exact for any context, for the price of one layer's K/V projections instead of a prefill.
     """
-    ids = _as_batch(token_ids).to(lm.device)
-    model_cache = DynamicCache()  # plain layers: every position kept, whatever the layer type
-
-    def stop(*_):
-        raise _StopForward
-
-    first = lm.model.get_decoder().layers[0]
-    output_projection = getattr(first.self_attn, "o_proj", None)
-    if output_projection is not None:  # stop right after attention: skip its output projection and the MLP
-        handle = output_projection.register_forward_pre_hook(stop)
-    else:
-        handle = first.register_forward_hook(stop)
-    try:
-        lm.model.get_decoder()(input_ids=ids, cache=model_cache, use_cache=True)
-    except _StopForward:
-        pass
-    finally:
-        handle.remove()
+    model_cache = _KeysValuesUpTo(0)  # plain layers: every position kept, whatever the layer type
+    _fill_cache(lm, model_cache, input_ids=_as_batch(token_ids).to(lm.device))
     return model_cache.layers[0].keys, model_cache.layers[0].values
 
 
@@ -216,23 +224,24 @@ def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tenso
     if int(positions[0]) < 0 or int(positions[-1]) >= cache.seq_len:
         raise ValueError(f"positions must lie in 0..{cache.seq_len - 1}")
     param_dtype = next(lm.model.parameters()).dtype
-    model_cache = DynamicCache(
+    model_cache = _KeysValuesUpTo(  # the last layer's attention output and MLP would feed nothing
+        cache.num_layers - 1,
         ddp_cache_data=[
             (k.to(lm.device, param_dtype), v.to(lm.device, param_dtype))
             for k, v in zip(cache.keys, cache.values, strict=True)
-        ]
+        ],
     )
     masks = _recompute_masks(lm.spec, cache.seq_len, positions, lm.model.config._attn_implementation)
     if len(masks) == 1:  # one layer type: every architecture takes a ready 4-D mask
         mask = next(iter(masks.values())).to(lm.device)
     else:  # hybrid models take one mask per layer type
         mask = {name: m.to(lm.device) for name, m in masks.items()}
-    lm.model.get_decoder()(  # keys/values only: no LM head
+    _fill_cache(
+        lm,
+        model_cache,
         input_ids=cache.token_ids[:, positions].to(lm.device),
         position_ids=positions[None].to(lm.device),
         attention_mask=mask,
-        cache=model_cache,
-        use_cache=True,
     )
     keys, values = [], []
     for old_k, old_v, layer in zip(cache.keys, cache.values, model_cache.layers, strict=True):
@@ -258,7 +267,11 @@ def unrotate(cache: KVCache, spec: ArchSpec) -> KVCache:
     """Keys back to pre-RoPE form, each layer with its own RoPE parameters."""
     if not cache.rope_applied:
         return cache
-    keys = [remove_rope(k, spec.rope[i], cache.positions(i).to(k.device)) for i, k in enumerate(cache.keys)]
+    tables = _rope_tables(cache, spec, 0)
+    keys = [
+        remove_rope(k, spec.rope[i], cache.positions(i), table)
+        for i, (k, table) in enumerate(zip(cache.keys, tables, strict=True))
+    ]
     return replace(cache, keys=keys, rope_applied=False)
 
 
@@ -266,8 +279,18 @@ def rerotate(cache: KVCache, spec: ArchSpec, start: int = 0) -> KVCache:
     """Apply each layer's RoPE to pre-RoPE keys at positions ``start + cache.positions(layer)``."""
     if cache.rope_applied:
         raise ValueError("keys already carry RoPE; unrotate() them first")
-    keys = [apply_rope(k, spec.rope[i], start + cache.positions(i).to(k.device)) for i, k in enumerate(cache.keys)]
+    tables = _rope_tables(cache, spec, start)
+    keys = [
+        apply_rope(k, spec.rope[i], start + cache.positions(i), table)
+        for i, (k, table) in enumerate(zip(cache.keys, tables, strict=True))
+    ]
     return replace(cache, keys=keys, rope_applied=True)
+
+
+def _rope_tables(cache: KVCache, spec: ArchSpec, start: int) -> list:
+    lengths = [cache.kept_len(i) for i in range(cache.num_layers)]
+    starts = [start + cache.seq_len - n for n in lengths]  # KVCache.positions
+    return layer_tables(spec.rope[: cache.num_layers], starts, lengths, cache.keys[0].device)
 
 
 @torch.inference_mode()

@@ -25,24 +25,45 @@ def cos_sin(rope: RopeSpec, positions: torch.Tensor) -> tuple[torch.Tensor, torc
     return emb.cos(), emb.sin()
 
 
+def layer_tables(ropes: list[RopeSpec], starts: list[int], lengths: list[int], device) -> list[Table]:
+    """``cos_sin`` of each layer's positions ``start..start+length-1``, computed once per distinct
+    RoPE and range: a model has one or two RoPEs, and computing the table per layer was ~0.015 s of
+    a Gemma-3 translation at 1024 tokens on the 2-core reference CPU."""
+    tables: dict[tuple, Table] = {}
+    out = []
+    for rope, start, length in zip(ropes, starts, lengths, strict=True):
+        key = (rope.rotary_dim, rope.attention_scaling, tuple(rope.inv_freq.tolist()), start, length)
+        if key not in tables:
+            tables[key] = cos_sin(rope, torch.arange(start, start + length, device=device))
+        out.append(tables[key])
+    return out
+
+
 def _split(keys: torch.Tensor, rope: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
     return keys[..., : rope.rotary_dim], keys[..., rope.rotary_dim :]
 
 
-def apply_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor) -> torch.Tensor:
-    """Rotate pre-RoPE ``keys [..., len, head_dim]`` to ``positions`` (what the model caches)."""
+Table = tuple[torch.Tensor, torch.Tensor]
+
+
+def apply_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor, table: Table | None = None) -> torch.Tensor:
+    """Rotate pre-RoPE ``keys [..., len, head_dim]`` to ``positions`` (what the model caches).
+
+    ``table``: ``cos_sin(rope, positions)``, if the caller already has it."""
     rot, passthrough = _split(keys, rope)
-    cos, sin = cos_sin(rope, positions)
+    cos, sin = table if table is not None else cos_sin(rope, positions)
     cos = (cos * rope.attention_scaling).to(keys.dtype)
     sin = (sin * rope.attention_scaling).to(keys.dtype)
     return torch.cat((rot * cos + rotate_half(rot) * sin, passthrough), dim=-1)
 
 
-def remove_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor) -> torch.Tensor:
+def remove_rope(
+    keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor, table: Table | None = None
+) -> torch.Tensor:
     """Inverse of ``apply_rope``: rotate by the negative angle and undo the attention scaling."""
     rot, passthrough = _split(keys, rope)
     compute = torch.float32 if keys.dtype in (torch.float16, torch.bfloat16) else keys.dtype
-    cos, sin = cos_sin(rope, positions)
+    cos, sin = table if table is not None else cos_sin(rope, positions)
     rot32 = rot.to(compute)
     unrotated = (rot32 * cos - rotate_half(rot32) * sin) / rope.attention_scaling
     return torch.cat((unrotated.to(keys.dtype), passthrough), dim=-1)

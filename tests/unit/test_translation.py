@@ -642,6 +642,17 @@ def test_mixture_computes_its_formula_per_token():
     training = translator.predict_rows(aligned)
     assert training.requires_grad
     assert torch.equal(serving, training.detach())
+    # under autocast, serving keeps its weights cast between calls: the same operands as autocast's
+    # own casts on every call, and a parameter changed in place (an optimiser step) is cast again
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.no_grad():
+            kept_cast = translator.predict_rows(aligned)
+        assert torch.equal(kept_cast, translator.predict_rows(aligned).detach())
+        with torch.no_grad():
+            translator.w_out.mul_(2)
+            after_step = translator.predict_rows(aligned)
+        assert not torch.equal(after_step, kept_cast)
+        assert torch.equal(after_step, translator.predict_rows(aligned).detach())
 
 
 def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
