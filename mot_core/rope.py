@@ -18,7 +18,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def cos_sin(rope: RopeSpec, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+Table = tuple[torch.Tensor, torch.Tensor]  # cos, sin
+
+
+def cos_sin(rope: RopeSpec, positions: torch.Tensor) -> Table:
     """Unscaled cos/sin tables ``[len(positions), rotary_dim]`` in float32."""
     freqs = positions.to(torch.float32)[:, None] * rope.inv_freq.to(positions.device)[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -41,9 +44,6 @@ def layer_tables(ropes: list[RopeSpec], starts: list[int], lengths: list[int], d
 
 def _split(keys: torch.Tensor, rope: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
     return keys[..., : rope.rotary_dim], keys[..., rope.rotary_dim :]
-
-
-Table = tuple[torch.Tensor, torch.Tensor]
 
 
 def apply_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor, table: Table | None = None) -> torch.Tensor:

@@ -109,12 +109,14 @@ class MixtureTranslator(CacheTranslator):
             return self._layer_weights(layers)
         dtype = torch.get_autocast_dtype(device)
         state = tuple((p._version, p.data_ptr()) for p in self.parameters())
+        kept = getattr(self, "_cast", None)  # (parameter state, {(layers, dtype): weights})
+        if kept is None or kept[0] != state:
+            kept = self._cast = (state, {})  # replaced whole: a concurrent call keeps the one it read
         key = (tuple(layers.tolist()), dtype)
-        if getattr(self, "_cast_state", None) != state:
-            self._cast_state, self._cast_weights = state, {}
-        if key not in self._cast_weights:
-            self._cast_weights[key] = tuple(w.to(dtype) for w in self._layer_weights(layers))
-        return self._cast_weights[key]
+        weights = kept[1].get(key)
+        if weights is None:
+            weights = kept[1][key] = tuple(w.to(dtype) for w in self._layer_weights(layers))
+        return weights
 
     def _layers(self, mixed: torch.Tensor, layers: torch.Tensor) -> torch.Tensor:
         """``mixed [l, M, T, Fs]`` for target ``layers`` -> standardised rows ``[l, T, Ft]``.
