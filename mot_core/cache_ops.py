@@ -124,7 +124,7 @@ def replace_head(lm: LoadedModel, cache: KVCache, positions: int = 1) -> KVCache
     head = _head_cache(lm, cache.token_ids[:, :positions])
     keys, values = list(cache.keys), list(cache.values)
     for layer in range(cache.num_layers):
-        start = cache.seq_len - cache.kept_len(layer)
+        start = cache.first_position(layer)
         if start < positions:
             n = positions - start
             keys[layer] = torch.cat(
@@ -288,8 +288,9 @@ def rerotate(cache: KVCache, spec: ArchSpec, start: int = 0) -> KVCache:
 
 
 def _rope_tables(cache: KVCache, spec: ArchSpec, start: int) -> list:
-    lengths = [cache.kept_len(i) for i in range(cache.num_layers)]
-    starts = [start + cache.seq_len - n for n in lengths]  # KVCache.positions
+    layers = range(cache.num_layers)
+    starts = [start + cache.first_position(i) for i in layers]
+    lengths = [cache.kept_len(i) for i in layers]
     return layer_tables(spec.rope[: cache.num_layers], starts, lengths, cache.keys[0].device)
 
 

@@ -61,9 +61,12 @@ class KVCache:
     def kept_len(self, layer: int) -> int:
         return self.keys[layer].shape[-2]
 
+    def first_position(self, layer: int) -> int:
+        return self.seq_len - self.kept_len(layer)
+
     def positions(self, layer: int) -> torch.Tensor:
         """Absolute token positions held by ``layer`` (a tail for sliding-window layers)."""
-        return torch.arange(self.seq_len - self.kept_len(layer), self.seq_len)
+        return torch.arange(self.first_position(layer), self.seq_len)
 
     @property
     def nbytes(self) -> int:
