@@ -54,6 +54,8 @@ class MixtureTranslator(CacheTranslator):
         self.register_buffer("source_std", torch.ones(ls, fs))
         self.register_buffer("target_mean", torch.zeros(lt, ft))
         self.register_buffer("target_std", torch.ones(lt, ft))
+        # serving copies cast under autocast: (parameter state, {(layers, dtype): weights})
+        self._cast: tuple[tuple, dict] | None = None
 
     @classmethod
     def from_card(cls, card: TranslatorCard) -> MixtureTranslator:
@@ -109,7 +111,7 @@ class MixtureTranslator(CacheTranslator):
             return self._layer_weights(layers)
         dtype = torch.get_autocast_dtype(device)
         state = tuple((p._version, p.data_ptr()) for p in self.parameters())
-        kept = getattr(self, "_cast", None)  # (parameter state, {(layers, dtype): weights})
+        kept = self._cast
         if kept is None or kept[0] != state:
             kept = self._cast = (state, {})  # replaced whole: a concurrent call keeps the one it read
         key = (tuple(layers.tolist()), dtype)
