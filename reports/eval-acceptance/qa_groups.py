@@ -36,6 +36,11 @@ def read_qa_records(journal: Path, qa: Path) -> dict[int, dict[str, bool]]:
     return {i: record for i, record in records.items() if record is not None}
 
 
+def _fixed(value: float | None) -> str:
+    """QA retention is undefined (None) for a group where native answers no better than none."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("journal", type=Path, help="a mot eval run's progress.jsonl")
@@ -55,13 +60,14 @@ def main() -> None:
             continue
         acc = accuracy_of(group)
         ret = qa_retention(acc)
-        cells = " | ".join(f"{acc[c]:.3f} ({ret[c]:.3f})" for c in ("translated", "ridge"))
+        cells = " | ".join(f"{acc[c]:.3f} ({_fixed(ret[c])})" for c in ("translated", "ridge"))
         print(f"| {name} | {len(group)} | {acc['native']:.3f} | {acc['none']:.3f} | {cells} |")
     rng = random.Random(args.seed)
     items = list(records.values())
-    draws = sorted(qa_retention(accuracy_of(rng.choices(items, k=len(items))))["translated"] for _ in range(args.draws))
-    low, high = draws[int(0.025 * args.draws)], draws[int(0.975 * args.draws) - 1]
-    under = sum(d < 0.5 for d in draws) / args.draws
+    draws = [qa_retention(accuracy_of(rng.choices(items, k=len(items))))["translated"] for _ in range(args.draws)]
+    draws = sorted(d for d in draws if d is not None)  # undefined where a draw has native no better than none
+    low, high = draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
+    under = sum(d < 0.5 for d in draws) / len(draws)
     print(f"translated QA retention, all items: 95% bootstrap interval {low:.3f}-{high:.3f};", end=" ")
     print(f"{under:.0%} of draws under 0.5")
 
