@@ -66,6 +66,9 @@ def main() -> None:
     items = list(records.values())
     draws = [qa_retention(accuracy_of(rng.choices(items, k=len(items))))["translated"] for _ in range(args.draws)]
     draws = sorted(d for d in draws if d is not None)  # undefined where a draw has native no better than none
+    if not draws:
+        print("translated QA retention, all items: undefined in every bootstrap draw")
+        return
     low, high = draws[int(0.025 * len(draws))], draws[int(0.975 * len(draws)) - 1]
     under = sum(d < 0.5 for d in draws) / len(draws)
     print(f"translated QA retention, all items: 95% bootstrap interval {low:.3f}-{high:.3f};", end=" ")
