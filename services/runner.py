@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mot_core.allocator import malloc_environment
 from services.app import APP_NAME, GRPC_SERVICER_FUNCTIONS, ROUTE_PREFIX, build_app
 from services.config import load_config
 from services.embedded_redis import redis_url_from_env_or_embedded
@@ -50,7 +51,7 @@ class LocalService:
         started = time.perf_counter()
         self.redis_url, self.redis = redis_url_from_env_or_embedded(self.config.store)
         log.info("cache store: %s", "embedded redis-server" if self.redis else "MOT_REDIS_URL")
-        env = {REDIS_URL_ENV: self.redis_url, "TOKENIZERS_PARALLELISM": "false"}
+        env = {REDIS_URL_ENV: self.redis_url, "TOKENIZERS_PARALLELISM": "false", **malloc_environment()}
         for passthrough in ("MOT_HOME", "MOT_API_TOKEN", "HF_HUB_OFFLINE", "OMP_NUM_THREADS"):
             if os.environ.get(passthrough):
                 env[passthrough] = os.environ[passthrough]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mot_core.allocator import retain_freed_memory
+from mot_core.allocator import malloc_environment, retain_freed_memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
 
@@ -53,6 +53,17 @@ def test_repeated_calls_fault_no_pages_once_tuned():
     assert min(faults for _, faults in tuned) < pages // 10
 
 
+def test_environment_carries_the_same_settings():
+    # glibc reads these when a process starts: LocalService gives them to Ray's workers, whose
+    # own threads take arenas before a replica's code could call mallopt
+    assert malloc_environment(1 << 30) == {
+        "MALLOC_ARENA_MAX": "1",
+        "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+        "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+    }
+
+
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("MOT_MALLOC_TUNING", "off")
     assert retain_freed_memory() is False
+    assert malloc_environment() == {}
