@@ -35,8 +35,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def _page_faults(tuning: str) -> tuple[str, int]:
-    env = {**os.environ, "MOT_MALLOC_TUNING": tuning}
+def _page_faults(tuning: str, start_env: dict[str, str] | None = None) -> tuple[str, int]:
+    env = {**os.environ, "MOT_MALLOC_TUNING": tuning, **(start_env or {})}
     out = subprocess.run([sys.executable, "-c", FAULTS], env=env, capture_output=True, text=True, check=True)
     applied, faults = out.stdout.split()
     return applied, int(faults)
@@ -53,14 +53,15 @@ def test_repeated_calls_fault_no_pages_once_tuned():
     assert min(faults for _, faults in tuned) < pages // 10
 
 
-def test_environment_carries_the_same_settings():
-    # glibc reads these when a process starts: LocalService gives them to Ray's workers, whose
-    # own threads take arenas before a replica's code could call mallopt
-    assert malloc_environment(1 << 30) == {
-        "MALLOC_ARENA_MAX": "1",
-        "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
-        "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-    }
+def test_start_up_environment_alone_tunes_a_new_process():
+    # what LocalService gives Ray's workers (whose own threads take arenas before a replica's code
+    # could call mallopt): glibc must honour it at start-up, with mallopt switched off here
+    start_env = malloc_environment()
+    assert set(start_env) == {"MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}
+    runs = [_page_faults("off", start_env) for _ in range(5)]
+    assert {applied for applied, _ in runs} == {"False"}  # mallopt did not run
+    pages = 3 * (48 + 72 + 144) * 256
+    assert min(faults for _, faults in runs) < pages // 10
 
 
 def test_switched_off_by_environment(monkeypatch):
