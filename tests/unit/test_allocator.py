@@ -35,6 +35,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
+PAGES = 3 * (48 + 72 + 144) * 256  # the three timed calls' temporaries, in 4 KiB pages
+
+
 def _page_faults(tuning: str, start_env: dict[str, str] | None = None) -> tuple[str, int]:
     env = {**os.environ, "MOT_MALLOC_TUNING": tuning, **(start_env or {})}
     out = subprocess.run([sys.executable, "-c", FAULTS], env=env, capture_output=True, text=True, check=True)
@@ -48,9 +51,8 @@ def test_repeated_calls_fault_no_pages_once_tuned():
     tuned = [_page_faults("on") for _ in range(5)]
     untuned, untuned_faults = _page_faults("off")
     assert {applied for applied, _ in tuned} == {"True"} and untuned == "False"
-    pages = 3 * (48 + 72 + 144) * 256  # three calls' temporaries, in 4 KiB pages
-    assert untuned_faults > pages // 2  # the control: every call faults its pages in again
-    assert min(faults for _, faults in tuned) < pages // 10
+    assert untuned_faults > PAGES // 2  # the control: every call faults its pages in again
+    assert min(faults for _, faults in tuned) < PAGES // 10
 
 
 def test_start_up_environment_alone_tunes_a_new_process():
@@ -60,8 +62,7 @@ def test_start_up_environment_alone_tunes_a_new_process():
     assert set(start_env) == {"MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}
     runs = [_page_faults("off", start_env) for _ in range(5)]
     assert {applied for applied, _ in runs} == {"False"}  # mallopt did not run
-    pages = 3 * (48 + 72 + 144) * 256
-    assert min(faults for _, faults in runs) < pages // 10
+    assert min(faults for _, faults in runs) < PAGES // 10
 
 
 def test_switched_off_by_environment(monkeypatch):
