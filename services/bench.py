@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mot_core.errors import MotError
+from mot_core.translation.pairs import context_chunks
 from services.client import MotClient
 from services.demo import DEMO_CONFIG, DEMO_TEXT
 from services.runner import LocalService
@@ -29,14 +30,13 @@ def _contexts_of(tokens: int, count: int, tokenizer) -> list[str]:
     A fresh translation needs a context the store has not seen, so every fresh measurement (and the
     warm-up) gets a window of its own.
     """
-    text = DEMO_TEXT.read_text(encoding="utf-8")
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    if len(offsets) < tokens * count:
+    contexts = list(context_chunks(tokenizer, DEMO_TEXT.read_text(encoding="utf-8"), tokens, max_chunks=count))
+    if len(contexts) < count:
         raise MotError(
-            f"the demo text has {len(offsets)} source tokens, too few for {count} contexts of {tokens} "
+            f"the demo text holds {len(contexts)} contexts of {tokens} source tokens, fewer than {count} "
             f"({WARMUP_CONTEXTS} to warm up, one per repeat): lower --repeats or --context-tokens"
         )
-    return [text[offsets[i * tokens][0] : offsets[(i + 1) * tokens - 1][1]] for i in range(count)]
+    return contexts
 
 
 def bench_ttft(config: Path = DEMO_CONFIG, context_tokens: int = 1024, repeats: int = 3, echo: Callable = print):
