@@ -39,6 +39,12 @@ class Placement(_Strict):
 
     num_gpus: float = Field(0, ge=0)
     num_cpus: float = Field(1, ge=0)
+    torch_threads: int | None = Field(
+        None,
+        ge=1,
+        description="intra-op threads of each replica; none: Ray's default, num_cpus (at least 1). Set it "
+        "when num_cpus is 0 (no reservation), where Ray gives each replica a single thread",
+    )
     num_replicas: int = Field(1, ge=1)
     autoscaling: Autoscaling | None = None
 
@@ -89,6 +95,12 @@ class ServiceConfig(_Strict):
         if self.grpc_port == self.metrics_port:
             raise ValueError("grpc_port and metrics_port must differ")
         return self
+
+    def target(self, name: str) -> TargetSpec:
+        for spec in self.targets:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no target {name!r} in the config (targets: {[t.name for t in self.targets]})")
 
 
 def load_config(source: Path | str | dict[str, Any]) -> ServiceConfig:

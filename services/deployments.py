@@ -9,9 +9,10 @@ through the gRPC proxy.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 
+import torch
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
@@ -48,10 +49,40 @@ def deployment_options(placement: Placement, name: str) -> dict:
     return options
 
 
-def _start_replica(args: dict) -> ServiceConfig:
-    """What every replica does first: its process's allocator tuning, then its config."""
+LOGGED_PACKAGES = ("mot_core", "services")
+SERVE_LOGGER = "ray.serve"  # Serve's documented logger: its handlers write the replica's own log file
+
+
+class _IntoServeLog(logging.Handler):
+    """Hands our records to Serve's replica logger, so they land beside Serve's own lines, tagged
+    with the replica. A Ray worker's root logger has no handler: without this only warnings would
+    get out, and only into the worker's stderr file."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(SERVE_LOGGER).handle(record)
+
+
+def _log_into_replica_log() -> None:
+    """Our INFO lines (each model loaded with its fingerprint, translations and their times) into
+    this replica's log (``LocalService.replica_logs`` on one machine)."""
+    for package in LOGGED_PACKAGES:
+        logger = logging.getLogger(package)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        if not any(isinstance(h, _IntoServeLog) for h in logger.handlers):
+            logger.addHandler(_IntoServeLog())
+
+
+def _start_replica(args: dict, own_placement: Callable[[ServiceConfig], Placement]) -> ServiceConfig:
+    """What every replica does first: its logging and allocator tuning, its config, its torch threads."""
+    _log_into_replica_log()
     retain_freed_memory()
-    return load_config(args)
+    config = load_config(args)
+    threads = own_placement(config).torch_threads
+    if threads is not None:
+        torch.set_num_threads(threads)
+    log.info("replica started; torch threads: %d", torch.get_num_threads())
+    return config
 
 
 def target_deployment_name(index: int) -> str:
@@ -61,7 +92,7 @@ def target_deployment_name(index: int) -> str:
 @serve.deployment(max_ongoing_requests=8)
 class SourceDeployment:
     def __init__(self, args: dict) -> None:
-        config = _start_replica(args)
+        config = _start_replica(args, lambda c: c.source.placement)
         self.store = RedisCacheStore.from_env(config.store)
         self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
         self.metrics = ServiceMetrics("source")
@@ -90,7 +121,7 @@ class SourceDeployment:
 @serve.deployment(max_ongoing_requests=16)
 class TranslatorDeployment:
     def __init__(self, args: dict, source: DeploymentHandle) -> None:
-        config = _start_replica(args)
+        config = _start_replica(args, lambda c: c.translator_placement)
         self.store = RedisCacheStore.from_env(config.store)
         translators = load_translators(config)
         targets = {name: load_model_meta(name) for name in translators}
@@ -116,8 +147,8 @@ class TranslatorDeployment:
 @serve.deployment(max_ongoing_requests=8)
 class TargetDeployment:
     def __init__(self, args: dict, name: str, translator: DeploymentHandle | None) -> None:
-        config = _start_replica(args)
-        spec = next(t for t in config.targets if t.name == name)
+        config = _start_replica(args, lambda c: c.target(name).placement)
+        spec = config.target(name)
         self.store = RedisCacheStore.from_env(config.store)
         card: TranslatorCard | None = read_translator_card(spec.translator) if spec.translator else None
         self.translator = translator if card is not None else None

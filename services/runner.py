@@ -38,6 +38,7 @@ class LocalService:
         self.num_cpus = num_cpus
         self.redis = None
         self.redis_url = ""
+        self.replica_logs: Path | None = None  # Serve's log files, one per replica, once started
 
     @property
     def grpc_address(self) -> str:
@@ -57,13 +58,14 @@ class LocalService:
                 env[passthrough] = os.environ[passthrough]
         in_main_thread = threading.current_thread() is threading.main_thread()
         sigterm_handler = signal.getsignal(signal.SIGTERM) if in_main_thread else None
-        ray.init(
+        ray_context = ray.init(
             num_cpus=self.num_cpus,
             include_dashboard=False,
             log_to_driver=False,
             runtime_env={"env_vars": env},
             _metrics_export_port=self.config.metrics_port,
         )
+        self.replica_logs = Path(ray_context.address_info["session_dir"]) / "logs" / "serve"
         if callable(sigterm_handler):
             # ray.init replaces SIGTERM's handler with its native crash handler, which aborts the process
             # (leaving Ray's processes and Redis running); keep the caller's, which shuts down cleanly.
@@ -79,10 +81,11 @@ class LocalService:
         )
         serve.run(build_app(self.args), name=APP_NAME, route_prefix=ROUTE_PREFIX)
         log.info(
-            "service up in %.1f s; gRPC at %s (application %r)",
+            "service up in %.1f s; gRPC at %s (application %r); replica logs in %s",
             time.perf_counter() - started,
             self.grpc_address,
             APP_NAME,
+            self.replica_logs,
         )
         return self
 

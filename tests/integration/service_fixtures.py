@@ -40,12 +40,15 @@ def with_operating_point(translator: Path, fraction: float, out: Path, recent: f
     return out
 
 
+SOURCE_THREADS = 2  # the source replica's torch threads; the others get Ray's default, 1
+
+
 def service_config(built: dict, translator: Path | None = None) -> dict:
     """The test service; ``translator`` replaces the ridge one (e.g. with an operating point)."""
     zero = {"num_cpus": 0, "num_gpus": 0}
     translator = translator or built["translator"]
     return {
-        "source": {"name": str(built["dirs"]["llama"]), "placement": zero},
+        "source": {"name": str(built["dirs"]["llama"]), "placement": {**zero, "torch_threads": SOURCE_THREADS}},
         "targets": [
             {"name": str(built["dirs"]["gemma3_text"]), "translator": str(translator), "placement": zero},
             {"name": str(built["dirs"]["qwen2"]), "placement": zero},

@@ -12,7 +12,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import grpc
 import pytest
@@ -31,7 +30,7 @@ from services.config import StoreConfig
 from services.embedded_redis import EmbeddedRedis
 from services.ports import free_port
 from services.store import RedisCacheStore, translated_key
-from tests.integration.service_fixtures import METADATA, service_config
+from tests.integration.service_fixtures import METADATA, SOURCE_THREADS, service_config
 
 TOKEN = "test-token-" + secrets.token_hex(8)
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -325,21 +324,15 @@ def test_get_cache_decodes_for_the_target(service, client, models):
     assert_code(grpc.StatusCode.FAILED_PRECONDITION, client.get_cache, ctx, service.native)
 
 
-def _worker_logs_contain(needle: str, timeout: float = 15.0) -> bool:
-    import ray
-
-    logs = Path(ray._private.worker._global_node.get_logs_dir_path())
+def _replica_logs(service: Service, *needles: str, timeout: float = 15.0) -> list[str]:
+    """The text of every replica's Serve log, once each needle is in one of them (or at the timeout):
+    Serve writes a replica's log through a buffer."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for path in logs.rglob("*"):
-            if path.is_file() and path.suffix in (".log", ".err", ".out"):
-                try:
-                    if needle in path.read_text(errors="replace"):
-                        return True
-                except OSError:
-                    pass
+    while True:
+        logs = [p.read_text(errors="replace") for p in sorted(service.local.replica_logs.glob("replica_*.log"))]
+        if all(any(n in text for text in logs) for n in needles) or time.monotonic() > deadline:
+            return logs
         time.sleep(0.5)
-    return False
 
 
 def test_corrupted_translated_entry_is_detected_dropped_and_recomputed(service, client, models):
@@ -367,7 +360,8 @@ def test_corrupted_translated_entry_is_detected_dropped_and_recomputed(service, 
     assert again.cache_source == "TRANSLATED_FRESH"  # detected, dropped, translated again
     assert again.text == first.text
     assert client.generate(ctx, service.translated, " The", max_new_tokens=5).cache_source == "TRANSLATED_HIT"
-    assert _worker_logs_contain(f"cache entry {key.entry_id} dropped: checksum mismatch")
+    dropped = f"cache entry {key.entry_id} dropped: checksum mismatch"
+    assert any(dropped in text for text in _replica_logs(service, dropped))
 
 
 def test_concurrent_clients_share_one_translation(service):
@@ -394,6 +388,20 @@ def test_concurrent_clients_share_one_translation(service):
     assert not failures, failures
     assert Counter(r.cache_source for r in results) == {"TRANSLATED_FRESH": 1, "TRANSLATED_HIT": n - 1}
     assert len({r.text for r in results}) == 1
+
+
+def test_replica_logs_say_what_each_replica_loaded_and_did(service, client):
+    """Our INFO lines reach Serve's replica logs: each replica's torch threads (configured for the
+    source, Ray's default for the rest), the model each loaded, and each translation."""
+    ctx = client.put_context(fresh_text("logs")).context_id
+    assert client.generate(ctx, service.translated, " The", max_new_tokens=2).cache_source == "TRANSLATED_FRESH"
+    wanted = (f"loaded {service.source} ", f"translated {ctx[:12]} for {service.translated}")
+    started = [text for text in _replica_logs(service, *wanted) if "replica started; torch threads:" in text]
+    assert len(started) == 4, "source, translator and two targets each log their start"
+    source_log = next((text for text in started if wanted[0] in text), "")
+    assert f"torch threads: {SOURCE_THREADS}" in source_log
+    assert all("torch threads: 1" in text for text in started if text is not source_log)
+    assert any(wanted[1] in text for text in started if text is not source_log)
 
 
 # ---------------------------------------------------------------------------------------------- Redis outage (last)
