@@ -681,7 +681,8 @@ def bench_service(
     context_tokens: Annotated[int, typer.Option(min=16)] = 1024,
     repeats: Annotated[int, typer.Option(min=1)] = 3,
 ) -> None:
-    """End-to-end TTFT through gRPC: translated-cache hit vs native prefill per target; store MB/s for 20 MB."""
+    """End-to-end TTFT through gRPC per target, side by side: a fresh translation, a translated-cache
+    hit and native prefill (medians over --repeats contexts, after warm-up); store MB/s for 20 MB."""
     from services.bench import bench_store, bench_ttft
     from services.demo import DEMO_CONFIG
 
