@@ -157,6 +157,28 @@ class SourceEngine:
         }
 
 
+class Laps:
+    """Seconds per named step of one piece of work, so its log line says where the time went."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, step: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - started
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+    def __str__(self) -> str:
+        return ", ".join(f"{step} {seconds:.3f}" for step, seconds in self.seconds.items())
+
+
 class KeyedLocks:
     """One lock per cache key: concurrent requests for the same entry wait for the first one's result."""
 
@@ -211,25 +233,29 @@ class TranslatorEngine:
             existing = self.store.get(key)
             if decode_or_drop(self.store, key, existing, card.target_fingerprint) is not None:
                 return existing, 0.0
-            started = time.perf_counter()
-            text = read_context_text(self.store, ctx, known_text)
-            source_cache = codec.decode(
-                self.fetch_source(ctx, text), expected_fingerprint=card.source_fingerprint, dtype=torch.float32
-            )
+            laps = Laps()
+            with laps("fetch"):
+                text = read_context_text(self.store, ctx, known_text)
+                fetched = self.fetch_source(ctx, text)
+            with laps("decode"):
+                source_cache = codec.decode(fetched, expected_fingerprint=card.source_fingerprint, dtype=torch.float32)
             target = self.targets[target]
-            result = translator.translate(
-                source_cache,
-                text,
-                source_spec=self.source.spec,
-                source_tokenizer=self.source.tokenizer,
-                target_spec=target.spec,
-                target_tokenizer=target.tokenizer,
+            with laps("translate"):
+                result = translator.translate(
+                    source_cache,
+                    text,
+                    source_spec=self.source.spec,
+                    source_tokenizer=self.source.tokenizer,
+                    target_spec=target.spec,
+                    target_tokenizer=target.tokenizer,
+                )
+            with laps("encode+store"):
+                blob = codec.encode(result.cache, self.store_config.storage_dtype)
+                self.store.put(key, blob)
+            log.info(
+                "translated %s for %s in %.3f s (%s; %d bytes)", ctx[:12], target.name, laps.total, laps, len(blob)
             )
-            blob = codec.encode(result.cache, self.store_config.storage_dtype)
-            self.store.put(key, blob)
-            elapsed = time.perf_counter() - started
-            log.info("translated %s for %s in %.3f s (%d bytes)", ctx[:12], target.name, elapsed, len(blob))
-            return blob, elapsed
+            return blob, laps.total
 
 
 @dataclass
@@ -317,20 +343,28 @@ class TargetEngine:
             blob, _ = self.translate_fn(ctx, self.name, text, deadline.remaining())
             translated = replace_head(self.lm, self._decode_translated(blob, ids))
             deadline.check("recompute")
-            started = time.perf_counter()
-            blended = blend(
-                self.lm, translated, self.recompute, selection=card.recompute_selection, recent=card.recompute_recent
-            )
-            blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
-            self.store.put(key, blob)
-            cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
+            laps = Laps()
+            with laps("recompute"):
+                blended = blend(
+                    self.lm,
+                    translated,
+                    self.recompute,
+                    selection=card.recompute_selection,
+                    recent=card.recompute_recent,
+                )
+            with laps("encode+store"):
+                blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
+                self.store.put(key, blob)
+            with laps("decode"):
+                cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
             log.info(
-                "recomputed %.0f%% of %s natively (its last %.0f%%, the rest by %s) in %.3f s",
+                "recomputed %.0f%% of %s natively (its last %.0f%%, the rest by %s) in %.3f s (%s)",
                 100 * self.recompute,
                 ctx[:12],
                 100 * card.recompute_recent,
                 card.recompute_selection,
-                time.perf_counter() - started,
+                laps.total,
+                laps,
             )
             return cache, blob, True
 

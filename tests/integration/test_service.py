@@ -7,6 +7,7 @@ Redis outage test (the last one here) share that start. Every test uses its own 
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
@@ -392,7 +393,8 @@ def test_concurrent_clients_share_one_translation(service):
 
 def test_replica_logs_say_what_each_replica_loaded_and_did(service, client):
     """Our INFO lines reach Serve's replica logs: each replica's torch threads (configured for the
-    source, Ray's default for the rest), the model each loaded, and each translation."""
+    source, Ray's default for the rest), the model each loaded, and each translation with where its
+    time went."""
     ctx = client.put_context(fresh_text("logs")).context_id
     assert client.generate(ctx, service.translated, " The", max_new_tokens=2).cache_source == "TRANSLATED_FRESH"
     wanted = (f"loaded {service.source} ", f"translated {ctx[:12]} for {service.translated}")
@@ -401,7 +403,10 @@ def test_replica_logs_say_what_each_replica_loaded_and_did(service, client):
     source_log = next((text for text in started if wanted[0] in text), "")
     assert f"torch threads: {SOURCE_THREADS}" in source_log
     assert all("torch threads: 1" in text for text in started if text is not source_log)
-    assert any(wanted[1] in text for text in started if text is not source_log)
+    translation = re.compile(
+        rf"{re.escape(wanted[1])} in [\d.]+ s \(fetch [\d.]+, decode [\d.]+, translate [\d.]+, encode\+store [\d.]+;"
+    )
+    assert any(translation.search(text) for text in started if text is not source_log), "with its steps' times"
 
 
 # ---------------------------------------------------------------------------------------------- Redis outage (last)
