@@ -203,8 +203,8 @@ class TranslatorEngine:
     """All translators from the source to each target; a translation of one (context, target) runs once.
 
     Holds no model weights: translation needs only the tokenizers, the architecture facts and
-    the translator modules. A source cache missing from the store is re-made by ``fetch_source``
-    (the source deployment).
+    the translator modules. It reads source caches from the store; one missing there (evicted,
+    or dropped as corrupt) is re-made by ``fetch_source`` (the source deployment).
     """
 
     def __init__(
@@ -219,6 +219,21 @@ class TranslatorEngine:
         self.source, self.targets, self.translators = source, targets, translators
         self.store, self.store_config, self.fetch_source = store, store_config, fetch_source
         self._locks = KeyedLocks()
+
+    def _source_cache(self, ctx: str, text: str, fingerprint: str, laps: Laps) -> KVCache:
+        """Straight from the store when it is there (no hop through the source deployment with the
+        whole blob); otherwise, or when the stored blob is bad, re-made by ``fetch_source``."""
+        key = source_key(ctx, fingerprint)
+        with laps("fetch"):
+            blob = self.store.get(key)
+        with laps("decode"):
+            cache = decode_or_drop(self.store, key, blob, fingerprint)
+        if cache is None:
+            with laps("via source"):
+                blob = self.fetch_source(ctx, text)
+            with laps("decode"):
+                cache = codec.decode(blob, expected_fingerprint=fingerprint, dtype=torch.float32)
+        return cache
 
     def translate(
         self, ctx: str, target: str, known_text: str | None = None, deadline: Deadline = NO_DEADLINE
@@ -236,9 +251,7 @@ class TranslatorEngine:
             laps = Laps()
             with laps("fetch"):
                 text = read_context_text(self.store, ctx, known_text)
-                fetched = self.fetch_source(ctx, text)
-            with laps("decode"):
-                source_cache = codec.decode(fetched, expected_fingerprint=card.source_fingerprint, dtype=torch.float32)
+            source_cache = self._source_cache(ctx, text, card.source_fingerprint, laps)
             target = self.targets[target]
             with laps("translate"):
                 result = translator.translate(

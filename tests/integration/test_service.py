@@ -456,6 +456,11 @@ def test_redis_outage_native_keeps_working_and_translation_resumes(service, clie
         restarter.join()
         assert after.cache_source == "TRANSLATED_FRESH"  # nothing survived; re-made from the remembered text
         assert after.text == before.text
+        # the translator found no source cache in the store and had the source deployment make it again
+        remade = f"source cache of {ctx[:12]} missing; prefilling again"
+        via_source = re.compile(rf"translated {ctx[:12]} for {t} in [\d.]+ s \(fetch [\d.]+, decode [\d.]+, via source")
+        logs = _replica_logs(service, remade)
+        assert any(remade in text for text in logs) and any(via_source.search(text) for text in logs)
         assert c.generate(ctx, t, " Ships", max_new_tokens=5).cache_source == "TRANSLATED_HIT"
         assert c.stats().store_available
 
