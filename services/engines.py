@@ -180,23 +180,39 @@ class Laps:
 
 
 class KeyedLocks:
-    """One lock per cache key: concurrent requests for the same entry wait for the first one's result."""
+    """One lock per cache key: concurrent requests for the same entry wait for the first one's result.
+
+    A key's lock lives only while someone holds or waits for it, so a replica that serves millions of
+    distinct contexts keeps no lock for the ones it has finished.
+    """
 
     def __init__(self) -> None:
         self._locks: dict[str, threading.Lock] = {}
+        self._users: dict[str, int] = {}
         self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._locks)
 
     @contextmanager
     def hold(self, key: str, deadline: Deadline, doing: str) -> Iterator[None]:
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
-        left = deadline.remaining()
-        if not lock.acquire(timeout=-1 if left is None else left):
-            raise DeadlineExceededError(f"deadline exceeded while waiting for the same {doing} in progress")
+            self._users[key] = self._users.get(key, 0) + 1
         try:
-            yield
+            left = deadline.remaining()
+            if not lock.acquire(timeout=-1 if left is None else left):
+                raise DeadlineExceededError(f"deadline exceeded while waiting for the same {doing} in progress")
+            try:
+                yield
+            finally:
+                lock.release()
         finally:
-            lock.release()
+            with self._guard:
+                self._users[key] -= 1
+                if not self._users[key]:
+                    del self._users[key], self._locks[key]
 
 
 class TranslatorEngine:
