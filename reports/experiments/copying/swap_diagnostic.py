@@ -14,11 +14,17 @@ the continuation NLL) per condition.
     python reports/experiments/copying/swap_diagnostic.py --target gemma3-270m \
         --checkpoint checkpoints/smollm2-135m__gemma3-270m --samples 8 --context-tokens 480 \
         --continuation plain --group 6 --seed 7
+    python reports/experiments/copying/swap_diagnostic.py --target gemma3-270m \
+        --checkpoint checkpoints/smollm2-135m__gemma3-270m --samples 8 --context-tokens 480 \
+        --continuation plain --group 6 --seed 7 --corpus $MOT_HOME/data/news/dev.jsonl
+
+``--corpus`` (.txt, or .jsonl with a "text" field) scores other text than the validation speeches.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 
@@ -32,7 +38,7 @@ from mot_core.translation.objective import (
     rows_model_cache,
     translated_rows,
 )
-from mot_core.translation.samples import cut_samples, with_recall
+from mot_core.translation.samples import cut_samples, read_corpus, with_recall
 from mot_core.translation.train import Recipe
 from mot_core.translation.translator import load_translator
 
@@ -72,11 +78,12 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="target layers per group of native keys")
     parser.add_argument("--continuation", choices=("recall", "plain"), default="recall")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--corpus", type=Path, help="text to score (default: the validation speeches)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     source, target = load_model("smollm2-135m"), load_model(args.target)
     translator = load_translator(args.checkpoint).eval()
-    documents = pull_corpus().texts("validation")
+    documents = read_corpus(args.corpus) if args.corpus else pull_corpus().texts("validation")
     contexts = args.context_tokens
     plain = cut_samples(documents, source.tokenizer, context_tokens=contexts, count=args.samples, seed=args.seed)
     keys, layers = key_columns(target.spec), target.spec.num_layers
