@@ -84,6 +84,10 @@ class Journal:
     def __len__(self) -> int:
         return len(self._units)
 
+    def records(self) -> dict[str, dict]:
+        """Every finished unit's record by key, whatever inputs it was finished from."""
+        return {key: unit["record"] for key, unit in self._units.items()}
+
     def get(self, key: str, inputs: str) -> dict | None:
         """The unit's record, if it was finished from the same inputs (a ``digest``)."""
         unit = self._units.get(key)
