@@ -18,11 +18,14 @@ from pathlib import Path
 from mot_core.evaluation import retention
 from mot_core.journal import Journal
 
+SCORED = ("native", "none", "translated", "deranged", "ridge")
+
 
 def scores(records: list[dict]) -> dict[str, float]:
-    nll = {c: sum(r["conditions"][c]["nll"] for r in records) for c in ("native", "none", "translated", "deranged", "ridge")}
+    nll = {c: sum(r["conditions"][c]["nll"] for r in records) for c in SCORED}
     kept = {c: retention(nll["none"], nll[c], nll["native"]) for c in ("translated", "ridge", "deranged")}
-    return {"retention": kept["translated"], "ridge": kept["ridge"], "content gain": kept["translated"] - kept["deranged"]}
+    gain = kept["translated"] - kept["deranged"]
+    return {"retention": kept["translated"], "ridge": kept["ridge"], "content gain": gain}
 
 
 def main() -> None:
