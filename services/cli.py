@@ -238,6 +238,14 @@ def train(
             "0 weighs all tokens alike, 1 by that benefit alone (the content a translation must carry).",
         ),
     ] = 0.0,
+    value_weight: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Weight of the values' squared error in the cache-row loss, the keys' being 1 (out of domain "
+            "the translated values are what break: reports/experiments/copying/).",
+        ),
+    ] = 1.0,
     news: Annotated[
         float,
         typer.Option(
@@ -292,6 +300,7 @@ def train(
         recompute_selection=recompute_selection,
         through_recompute=through_recompute,
         content_focus=content_focus,
+        value_weight=value_weight,
         val_every=val_every,
         seed=seed,
     )

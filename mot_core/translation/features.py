@@ -32,6 +32,13 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
     return rows.flatten(2)
 
 
+def key_columns(spec: ArchSpec) -> torch.Tensor:
+    """Mask of the key columns of a ``kv_rows`` row (per head: its K, then its V)."""
+    columns = torch.zeros(spec.num_kv_heads, 2, spec.head_dim, dtype=torch.bool)
+    columns[:, 0] = True
+    return columns.flatten()
+
+
 def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``.
 

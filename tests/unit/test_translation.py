@@ -386,14 +386,39 @@ def test_a_condition_that_older_journal_records_lack_gets_no_row():
 def test_rows_and_caches_convert_both_ways(arch):
     """kv_rows then rows_to_cache gives the model's own cache back (head and K/V layout included)."""
     from mot_core.translation.assemble import rows_to_cache
-    from mot_core.translation.features import kv_rows
+    from mot_core.translation.features import key_columns, kv_rows
 
     lm = tiny_model(arch)
     ids = lm.tokenizer("The quick brown", return_tensors="pt").input_ids[:, :7]  # inside the tiny Gemma window
     cache, _ = cache_ops.prefill(lm, ids)
-    rebuilt = rows_to_cache(kv_rows(cache, lm.spec), lm.spec, ids, lm.fingerprint.id)
+    rows = kv_rows(cache, lm.spec)
+    rebuilt = rows_to_cache(rows, lm.spec, ids, lm.fingerprint.id)
     for a, b in zip(rebuilt.keys + rebuilt.values, cache.keys + cache.values, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    # key_columns picks the keys out of a row: with the values zeroed the keys still come back
+    keys_only = rows_to_cache(rows * key_columns(lm.spec), lm.spec, ids, lm.fingerprint.id)
+    for a, b in zip(keys_only.keys, cache.keys, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert all(v.abs().max() == 0 for v in keys_only.values)
+
+
+def test_value_weight_scales_the_value_part_of_the_row_loss(pair, samples):
+    """The row loss is keys' error + value_weight * values' error: linear in the weight."""
+    from mot_core.translation.objective import prepare
+    from mot_core.translation.train import _new_translator
+
+    source, target = pair
+    train, _ = samples
+    prepared = prepare(source, target, train[0], 8, 2)
+    translator = _new_translator(source, target, Recipe(native_tail=2), [prepared])
+    rows_only = {"native_tail": 2, "kl_weight": 0.0, "ce_weight": 0.0}
+    loss = {
+        w: sample_loss(translator, source, target, prepared, Recipe(**rows_only, value_weight=w))[0].item()
+        for w in (0.0, 1.0, 3.0)
+    }
+    keys, values = loss[0.0], loss[1.0] - loss[0.0]
+    assert keys > 0 and values > 0
+    assert loss[3.0] == pytest.approx(keys + 3 * values, rel=1e-4)
 
 
 def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):

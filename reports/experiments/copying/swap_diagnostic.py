@@ -31,6 +31,7 @@ import torch
 from mot_core.data import pull_corpus
 from mot_core.evaluation import retention
 from mot_core.loading import load_model
+from mot_core.translation.features import key_columns
 from mot_core.translation.objective import (
     continuation_logits,
     nll_per_token,
@@ -41,14 +42,6 @@ from mot_core.translation.objective import (
 from mot_core.translation.samples import cut_samples, read_corpus, with_recall
 from mot_core.translation.train import Recipe
 from mot_core.translation.translator import load_translator
-
-
-def key_columns(spec) -> torch.Tensor:
-    """Mask of the key columns of a ``[K heads | V heads]`` row (``features.kv_rows``)."""
-    mask = torch.zeros(2 * spec.num_kv_heads * spec.head_dim, dtype=torch.bool)
-    for head in range(spec.num_kv_heads):
-        mask[head * 2 * spec.head_dim : head * 2 * spec.head_dim + spec.head_dim] = True
-    return mask
 
 
 def renormalised_keys(target, rows: torch.Tensor, keys: torch.Tensor) -> torch.Tensor | None:
