@@ -10,6 +10,9 @@ retention on a range of qa_dev items (``evaluation.answers_right``). Prints a ta
     python reports/experiments/through-recompute/compare.py -t qwen2.5-0.5b \
         --new /tmp/ck/smollm2-135m__qwen2.5-0.5b --corpus $MOT_HOME/data/sotu/validation.jsonl \
         --samples 40 --qa data/eval/qa_dev.jsonl --qa-items 100:300 --out compare.json
+
+Several ``--new`` checkpoints are scored on the same samples as ``new``, ``new2``, ... (an ablation
+beside its candidate costs one more translator per sample, not a second run).
 """
 
 from __future__ import annotations
@@ -73,7 +76,9 @@ def main() -> None:
     parser.add_argument("-s", "--source", default="smollm2-135m")
     parser.add_argument("-t", "--target", required=True)
     parser.add_argument("--old", help="checkpoint dir (default: the shipped translator)")
-    parser.add_argument("--new", required=True, help="checkpoint dir of the candidate")
+    parser.add_argument(
+        "--new", required=True, nargs="+", help="checkpoint dir of the candidate; more are scored as new2, new3, ..."
+    )
     parser.add_argument("--corpus", type=Path)
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
@@ -84,12 +89,13 @@ def main() -> None:
     args = parser.parse_args()
     source, target = load_model(args.source), load_model(args.target)
     old = args.old or resolve_translator_path(f"{source.name}__{target.name}")
-    translators = {"old": load_translator(old), "new": load_translator(args.new)}
+    candidates = {"new" if i == 0 else f"new{i + 1}": path for i, path in enumerate(args.new)}
+    translators = {"old": load_translator(old)} | {k: load_translator(path) for k, path in candidates.items()}
     tails = {t.card.native_tail for t in translators.values()}
     if len(tails) != 1:
         raise SystemExit(f"the translators keep different native tails {tails}")
     tail = tails.pop()
-    result = {"old": _portable(old), "new": _portable(args.new)}
+    result = {"old": _portable(old)} | {k: _portable(path) for k, path in candidates.items()}
     result |= {f"{k}_version": t.card.version for k, t in translators.items()}
     if args.corpus:
         samples = cut_samples(
