@@ -268,10 +268,11 @@ def train_pair(
             "training through the recompute needs an operating point: --recompute, or an --init that has one"
         )
     optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
-    step, history = 0, []
+    step, history, row_steps, warned = 0, [], 0, False
     if (out / STATE_FILE).is_file():
         step = _resume(out, translator, optimizer)
-        history = load_translator(out).card.metrics.get("history", [])
+        metrics = load_translator(out).card.metrics
+        history, row_steps = metrics.get("history", []), metrics.get("row_loss_steps", 0)
         log.info("resumed %s at step %d", out, step)
     elif recipe.init:  # where fine-tuning starts from, on the same validation samples
         history.append({"step": 0, **_validation_metrics(translator.eval(), source, target, val, recall_val, recipe)})
@@ -281,6 +282,15 @@ def train_pair(
         translator.train()
         prepared = prepare_one(train[step % len(train)])
         loss, parts = sample_loss(translator, source, target, prepared, recipe)
+        row_steps += "mse" in parts
+        if "mse" not in parts and recipe.mse_weight > 0 and not warned:
+            warned = True  # a run whose row loss (and --value-weight) does not apply must say so
+            log.warning(
+                "step %d has no row loss: its context is past %s's sliding window, where the native rows "
+                "are not all kept (the card counts row_loss_steps)",
+                step,
+                target.name,
+            )
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(translator.parameters(), 1.0)
@@ -300,6 +310,7 @@ def train_pair(
                 "validation": history[-1],
                 "history": history,
                 "train_seconds": time.perf_counter() - started,
+                "row_loss_steps": row_steps,
             }
             _save(translator, optimizer, step, out)
     bar.close()

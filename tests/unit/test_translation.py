@@ -135,6 +135,28 @@ def test_shipping_dtypes_load_exactly_what_the_module_computes(tmp_path, monkeyp
     assert size("shipped") < 0.6 * size("full")
 
 
+def test_the_card_counts_the_steps_with_a_row_loss(tmp_path, pair, samples, caplog):
+    """Past the target's sliding window the native rows are not all kept, so the row loss (and
+    --value-weight) cannot apply: the run says so rather than silently training without it."""
+    source, target = pair
+    train, val = samples
+    small = dict(continuation_tokens=8, steps=2, val_every=2, val_samples=2, stats_samples=4, native_tail=2)
+    inside = train_pair(source, target, train, val, Recipe(context_tokens=[6], **small), tmp_path / "inside")
+    assert inside.card.metrics["row_loss_steps"] == 2
+    long_train = cut_samples([demo_text()], source.tokenizer, context_tokens=24, continuation_chars=60, count=4, seed=0)
+    with caplog.at_level("WARNING", logger="mot_core.translation.train"):
+        past = train_pair(
+            source,
+            target,
+            long_train,
+            val,
+            Recipe(context_tokens=[24], init=str(tmp_path / "inside"), **small),
+            tmp_path / "past",
+        )
+    assert past.card.metrics["row_loss_steps"] == 0
+    assert "no row loss" in caplog.text
+
+
 def test_fine_tuning_starts_from_the_given_checkpoint(tmp_path, pair, samples):
     source, target = pair
     train, val = samples
