@@ -367,6 +367,11 @@ def _summarise(length: int, records: list[dict], variants: dict[str, Variant], t
     return rows, info
 
 
+def read_qa_items(path: Path) -> list[dict]:
+    """Items of a QA file (JSONL: ``context``, ``question``, ``choices``, ``answer``)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 @torch.no_grad()
 def qa_accuracy(
     source: LoadedModel,

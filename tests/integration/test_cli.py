@@ -108,3 +108,10 @@ def test_eval_reports_and_reports_again_from_its_journal(tmp_path, tiny_dirs):
     empty = run_mot(*args, "--out", str(tmp_path / "elsewhere"), "--report-only", env_home=tmp_path)
     assert_one_line_error(empty, "nothing has been scored")
     assert (out / "progress.jsonl").read_bytes() == journal
+
+
+def test_training_mixes_that_leave_no_speeches_are_refused_before_any_work(tmp_path):
+    proc = run_mot("train", "-s", "a", "-t", "b", "--news", "0.6", "--wiki", "0.5", env_home=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "leave no room for the speeches" in proc.stderr
+    assert not (tmp_path / "data").exists()  # refused before fetching a corpus
