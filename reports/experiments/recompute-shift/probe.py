@@ -1,0 +1,121 @@
+"""Does the recompute tell us how the translation is off on this text? A per-context mean shift.
+
+At the operating point the target recomputes ~13% of the context itself, so for those tokens it
+holds both the translated row and its own. Out of the training register the translation breaks
+(`../copying/`: on news text the sliding layers' *values*), and a register shift may be largely a
+shift of each layer's mean. This probe estimates, per context, layer and column, the mean of
+(recomputed - translated) over the recomputed tokens and adds it to every other token's
+translated row: values only, or keys (pre-RoPE) and values. No training, a few additions.
+
+    python reports/experiments/recompute-shift/probe.py -t gemma3-270m \
+        --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 20 --seed 1031 --out moby.json
+
+Scores NLL retention and content gain as ``compare.py`` does (same samples, same controls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from mot_core.cache_ops import rerotate, to_model_cache, unrotate
+from mot_core.evaluation import _with_neighbours, retention
+from mot_core.kv_cache import KVCache
+from mot_core.loading import load_model
+from mot_core.translation.assemble import rows_to_cache
+from mot_core.translation.objective import continuation_logits, nll_per_token, prepare
+from mot_core.translation.recompute import blend
+from mot_core.translation.samples import cut_samples, read_corpus
+from mot_core.translation.translator import load_translator
+from services.engines import resolve_translator_path
+
+
+def shifted(blended: KVCache, translated: KVCache, spec, recomputed: torch.Tensor, keys: bool, shrink: float):
+    """``blended`` with the mean residual of the recomputed positions added to the others."""
+    plain_b, plain_t = unrotate(blended, spec), unrotate(translated, spec)
+    new_keys, new_values = list(plain_b.keys), list(plain_b.values)
+    others = ~recomputed
+    for layer in range(blended.num_layers):
+        pairs = [("v", new_values, plain_t.values)] + ([("k", new_keys, plain_t.keys)] if keys else [])
+        for _, out, before in pairs:
+            fresh = out[layer]
+            delta = (fresh[:, :, recomputed] - before[layer][:, :, recomputed]).mean(2, keepdim=True) * shrink
+            moved = fresh.clone()
+            moved[:, :, others] = fresh[:, :, others] + delta
+            moved[:, :, 0] = fresh[:, :, 0]  # the native head stays
+            out[layer] = moved
+    return rerotate(replace(plain_b, keys=new_keys, values=new_values), spec)
+
+
+def caches(translator, target, p, selection_recent_only: bool):
+    card = translator.card
+    rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
+    rows[0] = p.head_rows
+    ids = p.target_ids[:, : p.keep]
+    translated = rows_to_cache(
+        rows, target.spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal
+    )
+    blended = blend(
+        target, translated, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
+    )
+    recomputed = (blended.values[0][0] != translated.values[0][0]).any(-1).any(0)  # [T]
+    recomputed[0] = False
+    if selection_recent_only:
+        tail = round(card.recompute_recent * p.keep)
+        recomputed[: p.keep - tail] = False
+    out = {"op": blended}
+    for name, keys, shrink in (("shift_v", False, 1.0), ("shift_kv", True, 1.0), ("shift_v_half", False, 0.5)):
+        out[name] = shifted(blended, translated, target.spec, recomputed, keys, shrink)
+    return out
+
+
+@torch.no_grad()
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-s", "--source", default="smollm2-135m")
+    parser.add_argument("-t", "--target", required=True)
+    parser.add_argument("--checkpoint", help="default: the shipped translator")
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--samples", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1031)
+    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser.add_argument("--recent-only", action="store_true", help="estimate the shift from the recent tail only")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    source, target = load_model(args.source), load_model(args.target)
+    translator = load_translator(args.checkpoint or resolve_translator_path(f"{source.name}__{target.name}"))
+    samples = cut_samples(
+        read_corpus(args.corpus), source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=args.seed
+    )
+    tail = translator.card.native_tail
+    sums: dict[str, float] = {}
+    tokens = 0
+    prepare_one = lambda s: prepare(source, target, s, 64, tail)  # noqa: E731
+    for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
+        conditions: dict[str, KVCache | None] = {"native": p.native_cache, "none": None}
+        ours, theirs = caches(translator, target, p, args.recent_only), caches(translator, target, other, args.recent_only)
+        for name in ours:
+            conditions[name], conditions[f"{name}/deranged"] = ours[name], theirs[name]
+        for name, cache in conditions.items():
+            model_cache = None if cache is None else to_model_cache(target, cache)
+            logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
+            sums[name] = sums.get(name, 0.0) + nll_per_token(logits, p.continuation_ids).sum().item()
+        tokens += p.continuation_ids.shape[-1]
+    nll = {c: s / tokens for c, s in sums.items()}
+    result = {"corpus": str(args.corpus), "samples": len(samples), "seed": args.seed, "nll": nll}
+    for name in ours:
+        kept = retention(nll["none"], nll[name], nll["native"])
+        control = retention(nll["none"], nll[f"{name}/deranged"], nll["native"])
+        result[name] = {"retention": kept, "content_gain": kept - control}
+        print(f"{name:>14}  retention {kept:.3f}  content gain {kept - control:.3f}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
