@@ -57,9 +57,7 @@ def caches(translator, target, p, selection_recent_only: bool):
     rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
     rows[0] = p.head_rows
     ids = p.target_ids[:, : p.keep]
-    translated = rows_to_cache(
-        rows, target.spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal
-    )
+    translated = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal)
     blended = blend(
         target, translated, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
     )
@@ -90,7 +88,11 @@ def main() -> None:
     source, target = load_model(args.source), load_model(args.target)
     translator = load_translator(args.checkpoint or resolve_translator_path(f"{source.name}__{target.name}"))
     samples = cut_samples(
-        read_corpus(args.corpus), source.tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=args.seed
+        read_corpus(args.corpus),
+        source.tokenizer,
+        context_tokens=args.context_tokens,
+        count=args.samples,
+        seed=args.seed,
     )
     tail = translator.card.native_tail
     sums: dict[str, float] = {}
@@ -98,7 +100,8 @@ def main() -> None:
     prepare_one = lambda s: prepare(source, target, s, 64, tail)  # noqa: E731
     for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
         conditions: dict[str, KVCache | None] = {"native": p.native_cache, "none": None}
-        ours, theirs = caches(translator, target, p, args.recent_only), caches(translator, target, other, args.recent_only)
+        ours = caches(translator, target, p, args.recent_only)
+        theirs = caches(translator, target, other, args.recent_only)
         for name in ours:
             conditions[name], conditions[f"{name}/deranged"] = ours[name], theirs[name]
         for name, cache in conditions.items():
