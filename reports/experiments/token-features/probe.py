@@ -37,11 +37,11 @@ from mot_core.translation.pairs import PairRows, context_chunks, pair_rows
 from mot_core.translation.ridge import RidgeFitter
 from mot_core.translation.samples import cut_samples, read_corpus
 
-SOURCE_LAYER_STRIDE = 3
+SOURCE_LAYER_STRIDE = 3  # --source-stride: every third source layer by default, 1 for all of them
 
 
-def features(rows, name: str) -> torch.Tensor:
-    source = rows.aligned[:, ::SOURCE_LAYER_STRIDE].reshape(rows.aligned.shape[0], -1)
+def features(rows, name: str, stride: int = SOURCE_LAYER_STRIDE) -> torch.Tensor:
+    source = rows.aligned[:, ::stride].reshape(rows.aligned.shape[0], -1)
     token = rows.target[:, 0]
     return {"A": source, "B": torch.cat((source, token), 1), "C": token}[name]
 
@@ -61,7 +61,9 @@ def with_values(native_rows: torch.Tensor, values: torch.Tensor, target_spec) ->
     return rows.reshape(t, layers, width)
 
 
-def value_retention(source, target, maps: dict, documents: list[str], tokens: int, count: int) -> dict:
+def value_retention(
+    source, target, maps: dict, documents: list[str], tokens: int, count: int, stride: int = SOURCE_LAYER_STRIDE
+) -> dict:
     """NLL retention with the target's own keys and these maps' values (the values alone judged)."""
     samples = cut_samples(documents, source.tokenizer, context_tokens=tokens, count=count, seed=7)
     sums: dict[str, float] = {}
@@ -71,7 +73,7 @@ def value_retention(source, target, maps: dict, documents: list[str], tokens: in
         rows = PairRows(p.aligned_rows[: p.keep], p.native_rows)
         caches = {"native": rows_model_cache(target, p.native_rows, p.target_ids, p.keep), "none": None}
         for name, (weight, x_mean, y_mean) in maps.items():
-            values = (features(rows, name)[1:] - x_mean) @ weight + y_mean
+            values = (features(rows, name, stride)[1:] - x_mean) @ weight + y_mean
             caches[name] = rows_model_cache(
                 target, with_values(p.native_rows, values, target.spec), p.target_ids, p.keep
             )
@@ -98,9 +100,11 @@ def main() -> None:
     parser.add_argument("--train-contexts", type=int, default=40)
     parser.add_argument("--test-contexts", type=int, default=10)
     parser.add_argument("--alpha", type=float, default=1e-2)
+    parser.add_argument("--source-stride", type=int, default=SOURCE_LAYER_STRIDE, help="use every Nth source layer")
     parser.add_argument("--retention-samples", type=int, default=0, help="also NLL retention with these values")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    stride = args.source_stride
     source, target = load_model(args.source), load_model(args.target)
     split = pull_corpus()
     tests = {
@@ -115,10 +119,11 @@ def main() -> None:
         rows = pair_rows(source, target, text)
         y = value_columns(rows, target.spec)[1:]
         for name in "ABC":
-            x = features(rows, name)[1:]
+            x = features(rows, name, stride)[1:]
             fitters.setdefault(name, RidgeFitter(x.shape[1], y[0].numel())).add(x, y)
     maps = {name: fitter.solve(args.alpha) for name, fitter in fitters.items()}
-    result = {"tokens": args.tokens, "train_contexts": args.train_contexts, "alpha": args.alpha, "r2": {}}
+    result = {"tokens": args.tokens, "train_contexts": args.train_contexts, "alpha": args.alpha}
+    result |= {"source_stride": args.source_stride, "r2": {}}
     for test, documents in tests.items():
         sse = {name: torch.zeros(2) for name in "ABC"}
         ys = []
@@ -127,7 +132,7 @@ def main() -> None:
             y = value_columns(rows, target.spec)[1:]
             ys.append(y)
             for name, (weight, x_mean, y_mean) in maps.items():
-                pred = ((features(rows, name)[1:] - x_mean) @ weight + y_mean).reshape(y.shape)
+                pred = ((features(rows, name, stride)[1:] - x_mean) @ weight + y_mean).reshape(y.shape)
                 err = (pred - y).pow(2).sum((0, 2))  # per layer
                 sse[name] += torch.stack((err[sliding].sum(), err[~sliding].sum()))
         y = torch.cat(ys)
@@ -141,7 +146,9 @@ def main() -> None:
         row = "  ".join(f"{n}: " + "/".join(f"{r:.3f}" for r in v.values()) for n, v in result["r2"][test].items())
         print(f"{test:>20}  R² values ({'/'.join(kinds)} layers)  {row}", flush=True)
         if args.retention_samples:
-            kept = value_retention(source, target, maps, documents, args.tokens, args.retention_samples)
+            kept = value_retention(
+                source, target, maps, documents, args.tokens, args.retention_samples, args.source_stride
+            )
             result.setdefault("value_retention", {})[test] = kept
             print(
                 f"{test:>20}  retention, native keys + values of  " + "  ".join(f"{n}: {kept[n]:.3f}" for n in maps),
