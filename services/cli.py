@@ -488,7 +488,6 @@ def evaluate(
     command again after a stop and it goes on where it was (the report covers every sample asked for).
     The same command with --report-only reports what is scored so far.
     """
-
     from mot_core.data import pull_corpus
     from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, qa_scored, read_qa_items, write_report
     from mot_core.evaluation import evaluate as run_eval

@@ -17,22 +17,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
-from mot_core.cache_ops import rerotate, to_model_cache, unrotate
-from mot_core.evaluation import _with_neighbours, retention
+from mot_core.cache_ops import rerotate, unrotate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import load_model
-from mot_core.translation.assemble import rows_to_cache
-from mot_core.translation.objective import continuation_logits, nll_per_token, prepare
+from mot_core.translation.objective import translated_cache
 from mot_core.translation.recompute import blend
 from mot_core.translation.samples import cut_samples, read_corpus
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
+from compare import content_scores, score_conditions  # noqa: E402
+
+SHIFTS = {"shift_v": (False, 1.0), "shift_kv": (True, 1.0), "shift_v_half": (False, 0.5)}  # (keys too, share)
+VARIANTS = ("op", *SHIFTS)
 
 
 def shifted(blended: KVCache, translated: KVCache, spec, recomputed: torch.Tensor, keys: bool, shrink: float):
@@ -54,10 +58,7 @@ def shifted(blended: KVCache, translated: KVCache, spec, recomputed: torch.Tenso
 
 def caches(translator, target, p, selection_recent_only: bool):
     card = translator.card
-    rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
-    rows[0] = p.head_rows
-    ids = p.target_ids[:, : p.keep]
-    translated = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal)
+    translated = translated_cache(translator, p, target, recompute=0.0)  # every position, nothing recomputed
     blended = blend(
         target, translated, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
     )
@@ -67,7 +68,7 @@ def caches(translator, target, p, selection_recent_only: bool):
         tail = round(card.recompute_recent * p.keep)
         recomputed[: p.keep - tail] = False
     out = {"op": blended}
-    for name, keys, shrink in (("shift_v", False, 1.0), ("shift_kv", True, 1.0), ("shift_v_half", False, 0.5)):
+    for name, (keys, shrink) in SHIFTS.items():
         out[name] = shifted(blended, translated, target.spec, recomputed, keys, shrink)
     return out
 
@@ -94,28 +95,20 @@ def main() -> None:
         count=args.samples,
         seed=args.seed,
     )
-    tail = translator.card.native_tail
-    sums: dict[str, float] = {}
-    tokens = 0
-    prepare_one = lambda s: prepare(source, target, s, 64, tail)  # noqa: E731
-    for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
-        conditions: dict[str, KVCache | None] = {"native": p.native_cache, "none": None}
+
+    def conditions_of(p, other) -> dict:
         ours = caches(translator, target, p, args.recent_only)
         theirs = caches(translator, target, other, args.recent_only)
-        for name in ours:
-            conditions[name], conditions[f"{name}/deranged"] = ours[name], theirs[name]
-        for name, cache in conditions.items():
-            model_cache = None if cache is None else to_model_cache(target, cache)
-            logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
-            sums[name] = sums.get(name, 0.0) + nll_per_token(logits, p.continuation_ids).sum().item()
-        tokens += p.continuation_ids.shape[-1]
-    nll = {c: s / tokens for c, s in sums.items()}
+        return ours | {f"{name}/deranged": cache for name, cache in theirs.items()}
+
+    nll = score_conditions(source, target, samples, translator.card.native_tail, conditions_of)
     result = {"corpus": str(args.corpus), "samples": len(samples), "seed": args.seed, "nll": nll}
-    for name in ours:
-        kept = retention(nll["none"], nll[name], nll["native"])
-        control = retention(nll["none"], nll[f"{name}/deranged"], nll["native"])
-        result[name] = {"retention": kept, "content_gain": kept - control}
-        print(f"{name:>14}  retention {kept:.3f}  content gain {kept - control:.3f}", flush=True)
+    for name in VARIANTS:
+        result[name] = content_scores(nll, name)
+        print(
+            f"{name:>14}  retention {result[name]['retention']:.3f}  content gain {result[name]['content_gain']:.3f}",
+            flush=True,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -35,28 +36,41 @@ from services.engines import resolve_translator_path
 
 
 @torch.no_grad()
-def compare_nll(source, target, translators: dict, samples: list[Sample], native_tail: int) -> dict:
-    """Mean NLL per continuation token under each condition (no greedy decoding: NLL is what decides)."""
+def score_conditions(source, target, samples: list[Sample], native_tail: int, conditions_of: Callable) -> dict:
+    """Mean NLL per continuation token under ``native``, ``none`` and each cache that
+    ``conditions_of(prepared, its_control)`` names (the probes beside this script score with it too)."""
     sums: dict[str, float] = {}
     tokens = 0
     prepare_one = lambda s: prepare(source, target, s, 64, native_tail)  # noqa: E731
     for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc="samples"):
-        caches = {"native": p.native_cache, "none": None}
-        for name, t in translators.items():
-            caches[name] = operating_point_cache(t, p, target)
-            caches[f"{name}/deranged"] = operating_point_cache(t, other, target)
+        caches = {"native": p.native_cache, "none": None, **conditions_of(p, other)}
         for condition, cache in caches.items():
             model_cache = None if cache is None else to_model_cache(target, cache)
             logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
             sums[condition] = sums.get(condition, 0.0) + nll_per_token(logits, p.continuation_ids).sum().item()
         tokens += p.continuation_ids.shape[-1]
-    nll = {c: s / tokens for c, s in sums.items()}
-    out = {"samples": len(samples), "nll": nll}
-    for name in translators:
-        kept = retention(nll["none"], nll[name], nll["native"])
-        control = retention(nll["none"], nll[f"{name}/deranged"], nll["native"])
-        out[name] = {"retention": kept, "deranged": control, "content_gain": kept - control}
-    return out
+    return {c: s / tokens for c, s in sums.items()}
+
+
+def content_scores(nll: dict[str, float], name: str) -> dict[str, float]:
+    """Retention of condition ``name``, of its ``/deranged`` control, and the content gain between them."""
+    kept = retention(nll["none"], nll[name], nll["native"])
+    control = retention(nll["none"], nll[f"{name}/deranged"], nll["native"])
+    return {"retention": kept, "deranged": control, "content_gain": kept - control}
+
+
+def compare_nll(source, target, translators: dict, samples: list[Sample], native_tail: int) -> dict:
+    """Each translator at its card's operating point, and on its control (no greedy decoding: NLL decides)."""
+
+    def conditions_of(p, other) -> dict:
+        caches = {}
+        for name, t in translators.items():
+            caches[name] = operating_point_cache(t, p, target)
+            caches[f"{name}/deranged"] = operating_point_cache(t, other, target)
+        return caches
+
+    nll = score_conditions(source, target, samples, native_tail, conditions_of)
+    return {"samples": len(samples), "nll": nll} | {name: content_scores(nll, name) for name in translators}
 
 
 def compare_qa(source, target, translators: dict, items: list[dict], native_tail: int) -> dict:

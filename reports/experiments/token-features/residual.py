@@ -21,14 +21,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mot_core.cache_ops import first_layer_kv, to_model_cache
+from mot_core.cache_ops import first_layer_kv
 from mot_core.data import pull_corpus
-from mot_core.evaluation import _with_neighbours, retention
+from mot_core.kv_cache import KVCache
 from mot_core.loading import load_model
 from mot_core.rope import remove_rope
 from mot_core.translation.assemble import rows_to_cache
-from mot_core.translation.objective import continuation_logits, nll_per_token, prepare
-from mot_core.translation.pairs import pair_rows
+from mot_core.translation.objective import operating_point_cache
+from mot_core.translation.pairs import PairRows, pair_rows
 from mot_core.translation.recompute import blend
 from mot_core.translation.ridge import RidgeFitter
 from mot_core.translation.samples import cut_samples, read_corpus
@@ -36,6 +36,8 @@ from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
+from compare import content_scores, score_conditions  # noqa: E402
 from probe import chunks, value_columns  # noqa: E402
 
 
@@ -50,24 +52,24 @@ def fit_correction(source, target, translator, contexts: list[str], alpha: float
     for text in tqdm(contexts, desc="fit correction"):
         rows = pair_rows(source, target, text)
         translated = translator.inference_rows(rows.aligned, all_positions=True)
-        residual = value_columns(rows, target.spec) - value_columns(type(rows)(rows.aligned, translated), target.spec)
+        residual = value_columns(rows, target.spec) - value_columns(PairRows(rows.aligned, translated), target.spec)
         x, y = rows.target[1:, 0], residual[1:]
         fitter = fitter or RidgeFitter(x.shape[1], y[0].numel())
         fitter.add(x, y)
     return fitter.solve(alpha)
 
 
-def operating_point(translator, target, p, correction) -> object:
+def corrected_operating_point(translator, target, p, correction) -> KVCache:
+    """``objective.operating_point_cache`` with the correction added to the translated values first."""
     card = translator.card
     rows = translator.inference_rows(p.aligned_rows[: p.keep], all_positions=True)
     rows[0] = p.head_rows
-    if correction is not None:
-        weight, x_mean, y_mean = correction
-        spec = target.spec
-        delta = ((p.token_rows[1:] - x_mean) @ weight + y_mean).view(p.keep - 1, -1, spec.num_kv_heads, spec.head_dim)
-        value_view(rows, target.spec)[1:, 1:] += delta
+    weight, x_mean, y_mean = correction
+    spec = target.spec
+    delta = (rows_first_layer(target, p)[1:] - x_mean) @ weight + y_mean
+    value_view(rows, spec)[1:, 1:] += delta.view(p.keep - 1, -1, spec.num_kv_heads, spec.head_dim)
     ids = p.target_ids[:, : p.keep]
-    cache = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal)
+    cache = rows_to_cache(rows, spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal)
     return blend(
         target, cache, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
     )
@@ -91,35 +93,26 @@ def main() -> None:
     contexts = chunks(pull_corpus().texts("train"), source.tokenizer, args.fit_tokens, args.fit_contexts)
     correction = fit_correction(source, target, translator, contexts, args.alpha)
     results = {"fit_contexts": args.fit_contexts, "fit_tokens": args.fit_tokens, "alpha": args.alpha, "texts": []}
-    tail = translator.card.native_tail
 
-    def prepare_one(sample):
-        p = prepare(source, target, sample, 64, tail)
-        first = rows_first_layer(target, p)
-        p.token_rows = first
-        return p
+    def conditions_of(p, other) -> dict:
+        return {
+            "op": operating_point_cache(translator, p, target),
+            "op/deranged": operating_point_cache(translator, other, target),
+            "op+token": corrected_operating_point(translator, target, p, correction),
+            "op+token/deranged": corrected_operating_point(translator, target, other, correction),
+        }
 
     for corpus, count, seed in zip(args.corpus, args.samples, args.seed, strict=True):
         samples = cut_samples(read_corpus(corpus), source.tokenizer, context_tokens=1024, count=count, seed=seed)
-        sums: dict[str, float] = {}
-        tokens = 0
-        for _, p, other in tqdm(_with_neighbours(prepare_one, samples), total=len(samples), desc=corpus.name):
-            conditions = {"native": p.native_cache, "none": None}
-            for name, corr in (("op", None), ("op+token", correction)):
-                conditions[name] = operating_point(translator, target, p, corr)
-                conditions[f"{name}/deranged"] = operating_point(translator, target, other, corr)
-            for name, cache in conditions.items():
-                model_cache = None if cache is None else to_model_cache(target, cache)
-                logits = continuation_logits(target, model_cache, p.tail_ids, p.continuation_ids)
-                sums[name] = sums.get(name, 0.0) + nll_per_token(logits, p.continuation_ids).sum().item()
-            tokens += p.continuation_ids.shape[-1]
-        nll = {c: s / tokens for c, s in sums.items()}
+        nll = score_conditions(source, target, samples, translator.card.native_tail, conditions_of)
         entry = {"corpus": str(corpus), "samples": len(samples), "seed": seed, "nll": nll}
         for name in ("op", "op+token"):
-            kept = retention(nll["none"], nll[name], nll["native"])
-            control = retention(nll["none"], nll[f"{name}/deranged"], nll["native"])
-            entry[name] = {"retention": kept, "content_gain": kept - control}
-            print(f"{corpus.name:>20} {name:>9}  retention {kept:.3f}  content gain {kept - control:.3f}", flush=True)
+            entry[name] = content_scores(nll, name)
+            print(
+                f"{corpus.name:>20} {name:>9}  retention {entry[name]['retention']:.3f}  "
+                f"content gain {entry[name]['content_gain']:.3f}",
+                flush=True,
+            )
         results["texts"].append(entry)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))
