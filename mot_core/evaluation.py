@@ -208,7 +208,8 @@ def time_translation(
     """Native prefill seconds and, per label, translation seconds (recompute included), back to back.
 
     Translation is everything the target would otherwise prefill for: ``CacheTranslator.translate``
-    (alignment, the translator, assembling the cache), its native head, the recompute, and loading
+    (alignment, the target's layer 0 where the translator reads it, the translator, assembling the
+    cache), its native head, the recompute, and loading
     it into the model. The source's prefill is not: it runs once per context, for every target.
     Each side is run ``repeats`` times in a row and the fastest kept, the same for both: the first
     call after other work pays for pages the allocator has to fault in again (the first label
@@ -227,6 +228,7 @@ def time_translation(
             source_tokenizer=source.tokenizer,
             target_spec=target.spec,
             target_tokenizer=target.tokenizer,
+            target_first_layer=target,
             all_positions=variant.recompute is not None,
         )
         cache = replace_head(target, result.cache)

@@ -70,15 +70,55 @@ def load_model(
 
 
 @dataclass
+class FirstLayer:
+    """A model's embedding and layer 0 only: what its layer-0 keys/values of any token need
+    (``cache_ops.first_layer_kv``), for a translator that reads them, without the rest of the weights."""
+
+    name: str
+    model: torch.nn.Module  # the model's own class, cut to one decoder layer
+    spec: ArchSpec  # of the whole model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+def load_first_layer(name_or_path: str, *, device: str | torch.device = "cpu") -> FirstLayer:
+    """The model's own class and weights, built with one decoder layer (the others are never read)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    location = resolve(name_or_path)
+    try:
+        config = AutoConfig.from_pretrained(location)
+        spec = arch_spec(config, AutoTokenizer.from_pretrained(location))
+        cut = {"num_hidden_layers": 1}
+        if getattr(config, "layer_types", None):
+            cut["layer_types"] = config.layer_types[:1]
+        report = logging.getLogger("transformers.modeling_utils")
+        level = report.level
+        report.setLevel(logging.ERROR)  # its warning would list every weight of the layers left out
+        try:
+            model = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32, **cut)
+        finally:
+            report.setLevel(level)
+    except (OSError, ValueError) as exc:
+        raise UnknownModelError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from None
+    log.info("loaded %s: embedding and layer 0 only", name_or_path)
+    return FirstLayer(name_or_path, model.to(device).eval(), spec)
+
+
+@dataclass
 class ModelMeta:
-    """A model without its weights: enough to tokenise, align and assemble caches for it."""
+    """A model without its weights: enough to tokenise, align and assemble caches for it (and, for a
+    translator that reads them, its layer 0: ``first_layer``)."""
 
     name: str
     tokenizer: object
     spec: ArchSpec
+    first_layer: FirstLayer | None = None
 
 
-def load_model_meta(name_or_path: str) -> ModelMeta:
+def load_model_meta(name_or_path: str, *, first_layer: bool = False) -> ModelMeta:
     from transformers import AutoConfig, AutoTokenizer
 
     location = resolve(name_or_path)
@@ -87,4 +127,5 @@ def load_model_meta(name_or_path: str) -> ModelMeta:
         config = AutoConfig.from_pretrained(location)
     except (OSError, ValueError) as exc:
         raise UnknownModelError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from None
-    return ModelMeta(name_or_path, tokenizer, arch_spec(config, tokenizer))
+    layer0 = load_first_layer(name_or_path) if first_layer else None
+    return ModelMeta(name_or_path, tokenizer, arch_spec(config, tokenizer), layer0)

@@ -258,6 +258,14 @@ def train(
             "the translated values are what break: reports/experiments/copying/).",
         ),
     ] = 1.0,
+    first_layer_input: Annotated[
+        bool,
+        typer.Option(
+            help="Also give the translator the target's own layer-0 keys/values of each token (exact on any "
+            "text, one layer's projections; reports/experiments/token-features/). With --init, the input is "
+            "added to the translator being fine-tuned (at zero weight: it starts where it was).",
+        ),
+    ] = False,
     news: Annotated[
         float,
         typer.Option(
@@ -328,6 +336,7 @@ def train(
         through_recompute=through_recompute,
         content_focus=content_focus,
         value_weight=value_weight,
+        first_layer_input=first_layer_input,
         val_every=val_every,
         seed=seed,
     )

@@ -124,7 +124,7 @@ class TranslatorDeployment:
         config = _start_replica(args, lambda c: c.translator_placement)
         self.store = RedisCacheStore.from_env(config.store)
         translators = load_translators(config)
-        targets = {name: load_model_meta(name) for name in translators}
+        targets = {name: load_model_meta(name, first_layer=t.reads_first_layer) for name, t in translators.items()}
         self.source = source
         self.engine = TranslatorEngine(
             load_model_meta(config.source.name), targets, translators, self.store, config.store, self._fetch_source

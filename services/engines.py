@@ -218,8 +218,9 @@ class KeyedLocks:
 class TranslatorEngine:
     """All translators from the source to each target; a translation of one (context, target) runs once.
 
-    Holds no model weights: translation needs only the tokenizers, the architecture facts and
-    the translator modules. It reads source caches from the store; one missing there (evicted,
+    Holds no target model's weights beyond the embedding and layer 0 of those whose translator reads
+    them (``ModelMeta.first_layer``): translation needs only the tokenizers, the architecture facts
+    and the translator modules. It reads source caches from the store; one missing there (evicted,
     or dropped as corrupt) is re-made by ``fetch_source`` (the source deployment).
     """
 
@@ -277,6 +278,7 @@ class TranslatorEngine:
                     source_tokenizer=self.source.tokenizer,
                     target_spec=target.spec,
                     target_tokenizer=target.tokenizer,
+                    target_first_layer=target.first_layer,
                 )
             with laps("encode+store"):
                 blob = codec.encode(result.cache, self.store_config.storage_dtype)

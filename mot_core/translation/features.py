@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 
 from mot_core.arch import ArchSpec
-from mot_core.cache_ops import unrotate
+from mot_core.cache_ops import first_layer_kv, unrotate
 from mot_core.kv_cache import KVCache
+from mot_core.loading import FirstLayer, LoadedModel
 
 
 def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
@@ -30,6 +31,14 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
         rows[:, layer, :, 0] = k[0].transpose(0, 1)
         rows[:, layer, :, 1] = v[0].transpose(0, 1)
     return rows.flatten(2)
+
+
+def first_layer_rows(lm: LoadedModel | FirstLayer, token_ids: torch.Tensor) -> torch.Tensor:
+    """``[T, 2 * kv_heads * head_dim]``: the model's own layer-0 rows of ``token_ids [1, T]``, as
+    ``kv_rows`` lays them out. Exact on any text (``cache_ops.first_layer_kv``)."""
+    keys, values = first_layer_kv(lm, token_ids)
+    layer0 = KVCache([keys], [values], token_ids.reshape(1, -1), "", rope_applied=True)
+    return kv_rows(layer0, lm.spec)[:, 0]
 
 
 def key_columns(spec: ArchSpec) -> torch.Tensor:

@@ -10,6 +10,13 @@ source layers keeps all of it, at about the price of the target's prefill). Ever
 batched over target layers; sliding-window target layers are computed only for the positions
 the target keeps. Cost per token is a few million multiply-adds, a small fraction of a
 transformer layer stack, which is the point.
+
+With ``first_layer_input`` the target's own layer-0 rows of each token (exact on any text: layer 0
+sees only its token; ``features.first_layer_rows``) are one more linear input per target layer,
+and layer 0 itself is emitted as is. What the source rows carry about a target token is an average
+over the source tokens its characters overlap; what a value row needs first is the target's own
+token, and out of the training register that is where the values break
+(``reports/experiments/token-features/``).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class MixtureTranslator(CacheTranslator):
         top_k: int = 2,
         hidden: int = 128,
         mixes: int = 1,
+        first_layer_input: bool = False,
     ) -> None:
         super().__init__(card)
         self.top_k, self.target_windows = top_k, list(target_windows)
@@ -54,6 +62,10 @@ class MixtureTranslator(CacheTranslator):
         self.register_buffer("source_std", torch.ones(ls, fs))
         self.register_buffer("target_mean", torch.zeros(lt, ft))
         self.register_buffer("target_std", torch.ones(lt, ft))
+        if first_layer_input:  # zero: adding the input to a trained translator changes nothing but layer 0
+            self.first_layer_map = nn.Parameter(torch.zeros(lt, ft, ft))
+            self.register_buffer("first_layer_mean", torch.zeros(ft))
+            self.register_buffer("first_layer_std", torch.ones(ft))
         # serving copies cast under autocast: (parameter state, {(layers, dtype): weights})
         self._cast: tuple[tuple, dict] | None = None
 
@@ -82,6 +94,24 @@ class MixtureTranslator(CacheTranslator):
                     tensor.copy_(state[name])
         return wider
 
+    @property
+    def reads_first_layer(self) -> bool:
+        return hasattr(self, "first_layer_map")
+
+    def with_first_layer_input(self, first_layer_rows: torch.Tensor) -> MixtureTranslator:
+        """A copy that also reads the target's layer-0 rows, standardised by the statistics of
+        ``first_layer_rows [N, Ft]``; it computes what this one does except layer 0, which becomes
+        the target's own (to fine-tune from)."""
+        if self.reads_first_layer:
+            return self
+        card = copy.deepcopy(self.card)
+        card.config["first_layer_input"] = True
+        wider = MixtureTranslator.from_card(card).to(self.base.device)
+        wider.load_state_dict(self.state_dict(), strict=False)
+        wider.first_layer_mean.copy_(first_layer_rows.mean(0))
+        wider.first_layer_std.copy_(first_layer_rows.std(0).clamp_min(1e-4))
+        return wider
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # checkpoints from before ``mixes`` hold one mixture per target layer without its axis
         for name in ("layer_logits", "base"):
@@ -92,11 +122,13 @@ class MixtureTranslator(CacheTranslator):
 
     def _layer_weights(self, layers: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The weights of target ``layers`` in the layout ``_layers`` multiplies them in:
-        ``base [l, M, Fs, Ft]``, ``router [l, Fs, E]``, ``w_in [l, Fs, E*H]``, ``w_out [l, E*H, Ft]``."""
+        ``base [l, M, Fs, Ft]``, ``router [l, Fs, E]``, ``w_in [l, Fs, E*H]``, ``w_out [l, E*H, Ft]``
+        and, when it reads the target's layer 0, ``first_layer_map [l, Ft, Ft]``."""
         count, (experts, width, hidden) = len(layers), self.w_in.shape[1:]
         w_in = self.w_in[layers].permute(0, 2, 1, 3).reshape(count, width, experts * hidden)
         w_out = self.w_out[layers].reshape(count, experts * hidden, -1)
-        return self.base[layers], self.router[layers], w_in, w_out
+        weights = (self.base[layers], self.router[layers], w_in, w_out)
+        return weights + (self.first_layer_map[layers],) if self.reads_first_layer else weights
 
     def _serving_weights(self, layers: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``_layer_weights``, kept already cast while serving under autocast.
@@ -120,18 +152,21 @@ class MixtureTranslator(CacheTranslator):
             weights = kept[1][key] = tuple(w.to(dtype) for w in self._layer_weights(layers))
         return weights
 
-    def _layers(self, mixed: torch.Tensor, layers: torch.Tensor) -> torch.Tensor:
-        """``mixed [l, M, T, Fs]`` for target ``layers`` -> standardised rows ``[l, T, Ft]``.
+    def _layers(self, mixed: torch.Tensor, layers: torch.Tensor, tokens: torch.Tensor | None) -> torch.Tensor:
+        """``mixed [l, M, T, Fs]`` (and the standardised layer-0 rows ``tokens [T, Ft]`` of the
+        target, if it reads them) for target ``layers`` -> standardised rows ``[l, T, Ft]``.
 
         Layer-major throughout, so every product is a batched matmul over target layers with no
         transposed copy of ``mixed`` (at 1024 tokens it is ~150 MB: copying it cost more than the
         matmuls). The experts are gated before their output map, so all of them take one matmul.
         """
         count, mixes, seq_len, _ = mixed.shape
-        base, router, w_in, w_out = self._serving_weights(layers)
+        base, router, w_in, w_out, *first_layer_map = self._serving_weights(layers)
         out = self.base_bias[layers][:, None].expand(count, seq_len, -1)
         for m in range(mixes):
             out = torch.baddbmm(out, mixed[:, m], base[:, m])
+        if tokens is not None:
+            out = torch.baddbmm(out, tokens.expand(count, -1, -1), first_layer_map[0])
         primary = mixed[:, 0]  # [l, T, Fs]
         gate_logits = torch.bmm(primary, router)  # [l, T, E]
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)
@@ -154,25 +189,41 @@ class MixtureTranslator(CacheTranslator):
         out = aligned.new_empty(aligned.shape[1], aligned.shape[0], aligned.shape[2])
         return torch.sub(aligned.transpose(0, 1), mean, out=out).div_(std)
 
-    def predict_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
+    def predict_rows(
+        self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Aligned source rows ``[T, Ls, Fs]`` -> pre-RoPE target rows ``[T, Lt, Ft]``.
 
         Rows a sliding-window layer will not keep are left at zero (never loaded by the target)
         unless ``all_positions`` (selective recompute needs each recomputed token's whole window).
+        ``first_layer [T, Ft]``: the target's own layer-0 rows, which a translator that reads them needs.
         """
         seq_len = aligned.shape[0]
+        if self.reads_first_layer and (first_layer is None or first_layer.shape[0] != seq_len):
+            raise ValueError(f"this translator reads the target's layer-0 rows of all {seq_len} tokens")
         x = self._standardised_layer_major(aligned)  # [Ls, T, Fs]
+        tokens = None
+        if self.reads_first_layer:
+            tokens = (first_layer.to(x.dtype) - self.first_layer_mean) / self.first_layer_std
         mix = self.layer_logits.softmax(-1)  # [Lt, M, Ls]
         rows = aligned.new_zeros(self.target_mean.shape[0], seq_len, self.target_mean.shape[1])  # [Lt, T, Ft]
+        exact = {0} if tokens is not None else set()  # layers the target gives exactly
         for window in sorted({w for w in self.target_windows}, key=lambda w: (w is not None, w or 0)):
-            layers = torch.tensor([i for i, w in enumerate(self.target_windows) if w == window], device=x.device)
+            predicted = [i for i, w in enumerate(self.target_windows) if w == window and i not in exact]
+            if not predicted:
+                continue
+            layers = torch.tensor(predicted, device=x.device)
             kept = seq_len if window is None or all_positions else min(seq_len, window - 1)
             source = x[:, seq_len - kept :]
             weights = mix[layers].reshape(-1, source.shape[0])  # [l*M, Ls]
             mixed = (weights @ source.reshape(source.shape[0], -1)).view(len(layers), self.mixes, kept, -1)
-            pred = self._layers(mixed, layers) * self.target_std[layers, None] + self.target_mean[layers, None]
+            kept_tokens = None if tokens is None else tokens[seq_len - kept :]
+            pred = self._layers(mixed, layers, kept_tokens)
+            pred = pred * self.target_std[layers, None] + self.target_mean[layers, None]
             positions = torch.arange(seq_len - kept, seq_len, device=x.device)
             rows = rows.index_put((layers[:, None], positions[None]), pred)
+        if tokens is not None:  # layer 0 sees only its token: the target's own rows are exact
+            rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
 
 

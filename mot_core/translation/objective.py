@@ -17,7 +17,7 @@ from mot_core.cache_ops import prefill, to_model_cache
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 from mot_core.translation.assemble import rows_to_cache
-from mot_core.translation.features import align_rows, kv_rows
+from mot_core.translation.features import align_rows, first_layer_rows, kv_rows
 from mot_core.translation.recompute import DEFAULT_SELECTION, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
@@ -34,6 +34,7 @@ class PreparedSample:
     native_cache: KVCache  # the target's own cache of the first ``keep`` tokens (the upper bound)
     native_rows: torch.Tensor | None  # [keep, L_t, F_t] its pre-RoPE rows (None past a sliding window)
     head_rows: torch.Tensor  # [L_t, F_t] the target's own row of position 0 (BOS or first token)
+    first_layer_rows: torch.Tensor  # [keep, F_t] the target's own layer-0 rows (exact for any context)
 
     @property
     def tail_ids(self) -> torch.Tensor:
@@ -60,9 +61,14 @@ def prepare(
     windows = [w for w in target.spec.sliding_windows if w is not None]
     native_rows = kv_rows(native_cache, target.spec) if not windows or keep < min(windows) else None
     head_rows = kv_rows(prefill(target, target_ids[:, :1])[0], target.spec)[0]
+    first_layer = first_layer_rows(target, target_ids[:, :keep])
     return PreparedSample(
-        alignment, source_cache, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows
+        alignment, source_cache, aligned, target_ids, cont, keep, native_cache, native_rows, head_rows, first_layer
     )
+
+
+def _first_layer(translator: CacheTranslator, prepared: PreparedSample) -> torch.Tensor | None:
+    return prepared.first_layer_rows if translator.reads_first_layer else None
 
 
 def translated_rows(
@@ -76,7 +82,8 @@ def translated_rows(
     computes it natively for the price of one token; it is also the attention sink, which
     a translator must not get wrong.
     """
-    rows = translator.predict_rows(prepared.aligned_rows[: prepared.keep], all_positions=all_positions)
+    aligned, first_layer = prepared.aligned_rows[: prepared.keep], _first_layer(translator, prepared)
+    rows = translator.predict_rows(aligned, all_positions=all_positions, first_layer=first_layer)
     return torch.cat((prepared.head_rows[None].to(rows.dtype), rows[1:]), dim=0)
 
 
@@ -97,7 +104,8 @@ def translated_cache(
     (``recompute.blend``: the last ``recent`` of the context, the rest chosen by ``selection``).
     """
     blended = recompute is not None
-    rows = translator.inference_rows(prepared.aligned_rows[: prepared.keep], all_positions=blended)
+    aligned, first_layer = prepared.aligned_rows[: prepared.keep], _first_layer(translator, prepared)
+    rows = translator.inference_rows(aligned, all_positions=blended, first_layer=first_layer)
     rows[0] = prepared.head_rows  # the native head, as in translated_rows
     ids = prepared.target_ids[:, : prepared.keep]
     cache = rows_to_cache(

@@ -29,7 +29,9 @@ class RidgeTranslator(CacheTranslator):
     def from_card(cls, card: TranslatorCard) -> RidgeTranslator:
         return cls(card, **card.config)
 
-    def predict_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
+    def predict_rows(
+        self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None
+    ) -> torch.Tensor:
         x = aligned.reshape(aligned.shape[0], -1)
         return ((x - self.x_mean) @ self.weight + self.y_mean).reshape(-1, *self.target_shape)
 

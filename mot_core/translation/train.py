@@ -85,6 +85,9 @@ class Recipe:
     # weight of the value columns' squared error in the row loss, the keys' being 1: out of domain it
     # is the values that break (reports/experiments/copying/, "The same swaps on news text")
     value_weight: float = 1.0
+    # also read the target's own layer-0 rows of each token (MixtureTranslator, first_layer_input);
+    # with ``init``, added to the translator being fine-tuned
+    first_layer_input: bool = False
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -106,7 +109,11 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
     translator.source_std.copy_(src.std(0).clamp_min(1e-4))
     translator.target_mean.copy_(tgt.mean(0))
     translator.target_std.copy_(tgt.std(0).clamp_min(1e-4))
-    return translator
+    return translator.with_first_layer_input(_first_layer_stats(stats)) if recipe.first_layer_input else translator
+
+
+def _first_layer_stats(stats: list[PreparedSample]) -> torch.Tensor:
+    return torch.cat([p.first_layer_rows[1:] for p in stats])  # position 0 is the native head
 
 
 def _initial_translator(path: str, source: LoadedModel, target: LoadedModel, mixes: int) -> MixtureTranslator:
@@ -252,10 +259,14 @@ def train_pair(
         train = with_recall(train, recipe.recall, seed=recipe.seed)
         recall_samples = with_recall(validation[: recipe.val_samples], 1.0, seed=recipe.seed + 1)
         recall_val = [prepare_one(s) for s in tqdm(recall_samples, desc="recall validation set", unit="ctx")]
+    stats = []  # standardisation statistics from the first training samples, for what is new
+    if not recipe.init or recipe.first_layer_input:
+        stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
     if recipe.init:
         translator = _initial_translator(recipe.init, source, target, recipe.mixes)
-    else:  # standardisation statistics from the first training samples
-        stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
+        if recipe.first_layer_input and not translator.reads_first_layer:
+            translator = translator.with_first_layer_input(_first_layer_stats(stats)).train()
+    else:
         translator = _new_translator(source, target, recipe, stats)
     if recipe.recompute is not None:
         translator.card = replace(

@@ -28,8 +28,9 @@ from mot_core.arch import ArchSpec
 from mot_core.codec import quantise_int8
 from mot_core.errors import FingerprintMismatchError, MotError
 from mot_core.kv_cache import KVCache
+from mot_core.loading import FirstLayer, LoadedModel
 from mot_core.translation.assemble import rows_to_cache
-from mot_core.translation.features import align_rows, kv_rows
+from mot_core.translation.features import align_rows, first_layer_rows, kv_rows
 from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS
 
 WEIGHTS_FILE = "translator.safetensors"
@@ -120,21 +121,31 @@ class CacheTranslator(nn.Module):
         """An untrained module of the shape the card describes (weights are loaded after)."""
         raise NotImplementedError
 
-    def predict_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
+    @property
+    def reads_first_layer(self) -> bool:
+        """Whether ``predict_rows`` needs the target's own layer-0 rows (``features.first_layer_rows``)."""
+        return False
+
+    def predict_rows(
+        self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Aligned source rows ``[T_t, L_s, F_s]`` -> pre-RoPE target rows ``[T_t, L_t, F_t]``.
 
         Sliding-window layers may skip the positions the target will not keep, unless ``all_positions``.
+        ``first_layer [T_t, F_t]``: the target's layer-0 rows, for a translator that ``reads_first_layer``.
         """
         raise NotImplementedError
 
     @torch.no_grad()
-    def inference_rows(self, aligned: torch.Tensor, *, all_positions: bool = False) -> torch.Tensor:
+    def inference_rows(
+        self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``predict_rows`` for serving: bfloat16 matmuls where the hardware has them (on the 2-core
         reference CPU, Qwen2.5's at 1024 tokens take 0.085 s against 0.291 s in float32; relative
         error ~0.3%, below the codec's bfloat16 rounding), float32 out."""
         fast = aligned.device.type == "cuda" or torch.ops.mkldnn._is_mkldnn_bf16_supported()
         with torch.autocast(aligned.device.type, dtype=torch.bfloat16, enabled=fast):
-            return self.predict_rows(aligned, all_positions=all_positions).float()
+            return self.predict_rows(aligned, all_positions=all_positions, first_layer=first_layer).float()
 
     @torch.no_grad()
     def translate(
@@ -146,14 +157,21 @@ class CacheTranslator(nn.Module):
         source_tokenizer,
         target_spec: ArchSpec,
         target_tokenizer,
+        target_first_layer: FirstLayer | LoadedModel | None = None,
         all_positions: bool | None = None,
     ) -> TranslationResult:
         """Translate ``source_cache`` (of ``text``) into the target's cache space.
 
-        With ``all_positions`` (default: whether the card has an operating point,
-        ``card.recompute_fraction``), sliding layers hold every position: the target's recompute
-        (``recompute.blend``) needs them and trims afterwards.
+        ``target_first_layer``: the target (or just its layer 0, ``loading.load_first_layer``), for a
+        translator that ``reads_first_layer``. With ``all_positions`` (default: whether the card has an
+        operating point, ``card.recompute_fraction``), sliding layers hold every position: the target's
+        recompute (``recompute.blend``) needs them and trims afterwards.
         """
+        if self.reads_first_layer and target_first_layer is None:
+            raise MotError(
+                f"translator {self.card.source_model}->{self.card.target_model} reads the target's layer 0: "
+                "pass target_first_layer (loading.load_first_layer)"
+            )
         if source_cache.fingerprint != self.card.source_fingerprint:
             raise FingerprintMismatchError(
                 f"translator {self.card.source_model}->{self.card.target_model} expects source "
@@ -168,8 +186,12 @@ class CacheTranslator(nn.Module):
             all_positions = self.card.recompute_fraction is not None
         target_ids = torch.tensor([alignment.target_ids])
         keep = max(1, target_ids.shape[-1] - self.card.native_tail)
+        first_layer = None
+        if self.reads_first_layer:
+            first_layer = first_layer_rows(target_first_layer, target_ids[:, :keep]).to(device)
         # only the cached tokens: a sliding layer's window ends at the last of them, not at the tail's end
-        rows = self.inference_rows(aligned[:keep].to(device), all_positions=all_positions).cpu()
+        rows = self.inference_rows(aligned[:keep].to(device), all_positions=all_positions, first_layer=first_layer)
+        rows = rows.cpu()
         surprisal = None if source_cache.surprisal is None else alignment.overlap_max(source_cache.surprisal[0])
         cache = rows_to_cache(
             rows,

@@ -3,8 +3,6 @@ translator fitted on the spot, real Redis, real Ray Serve, real gRPC on loopback
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import grpc
@@ -13,7 +11,8 @@ from mot.v1 import mot_pb2_grpc
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import save_tiny, tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
-from mot_core.translation.translator import CARD_FILE, WEIGHTS_FILE
+from mot_core.translation.samples import cut_samples
+from mot_core.translation.train import Recipe, train_pair
 from services.app import APP_NAME
 from services.ports import free_port
 
@@ -30,13 +29,27 @@ def build_models_and_translator(root: Path) -> dict:
     return {"dirs": dirs, "translator": root / "ridge-llama-gemma3"}
 
 
-def with_operating_point(translator: Path, fraction: float, out: Path, recent: float = 0.0) -> Path:
-    """A copy of a translator checkpoint whose card ships a recompute fraction (the quality knob),
-    ``recent`` of the context from its end."""
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(translator / WEIGHTS_FILE, out / WEIGHTS_FILE)
-    card = json.loads((translator / CARD_FILE).read_text())
-    (out / CARD_FILE).write_text(json.dumps({**card, "recompute_fraction": fraction, "recompute_recent": recent}))
+def first_layer_mixture(built: dict, out: Path, fraction: float, recent: float) -> Path:
+    """A mixture translator source -> gemma3 that reads the target's own layer 0 (so the translator
+    replica loads that layer), trained a few steps, shipping an operating point like the real ones."""
+    source, target = tiny_model("llama", seed=0), tiny_model("gemma3_text", seed=1)
+    source.name, target.name = str(built["dirs"]["llama"]), str(built["dirs"]["gemma3_text"])
+    text = demo_text()
+    train = cut_samples([text], source.tokenizer, context_tokens=6, continuation_chars=60, count=8, seed=0)
+    recipe = Recipe(
+        context_tokens=[6],
+        continuation_tokens=8,
+        steps=2,
+        mixes=1,
+        native_tail=1,
+        val_every=10,
+        val_samples=2,
+        stats_samples=4,
+        recompute=fraction,
+        recompute_recent=recent,
+        first_layer_input=True,
+    )
+    train_pair(source, target, train, train[:2], recipe, out)
     return out
 
 

@@ -42,7 +42,7 @@ from services.client import (
     Stats,
 )
 from services.ports import free_port
-from tests.integration.service_fixtures import service_config, with_operating_point
+from tests.integration.service_fixtures import first_layer_mixture, service_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MOT = Path(sys.executable).with_name("mot")
@@ -115,9 +115,10 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
 @pytest.fixture(scope="module")
 def served(service_models, tmp_path_factory):
     work = tmp_path_factory.mktemp("mot-serve")
-    # this service runs the translator at an operating point: the target recomputes a quarter of each
-    # context over the translation (tests/integration/test_service.py covers pure translation)
-    blended = with_operating_point(service_models["translator"], 0.25, work / "ridge-recompute", recent=0.1)
+    # this service runs a mixture translator that reads the target's layer 0, at an operating point:
+    # the target recomputes a quarter of each context over the translation (tests/integration/
+    # test_service.py covers the pure translation of a ridge map)
+    blended = first_layer_mixture(service_models, work / "mixture-recompute", 0.25, recent=0.1)
     config = service_config(service_models, blended)
     (work / "service.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in ("MOT_REDIS_URL", "MOT_API_TOKEN")}
@@ -248,10 +249,12 @@ def test_sync_client_round_trip(served, client, models):
     info = client.get_cache_blob(put.context_id, translated)
     assert isinstance(info, CacheBlob) and info.data == blob and info.cache_source == "TRANSLATED_HIT"
 
-    # the served cache is the translation with the target's own head, a quarter recomputed (a tenth
-    # of the context from its end), trimmed
+    # the served cache is the translation (its layer 0 the target's own, from the translator replica's
+    # copy of that layer) with the target's own head, a quarter recomputed (a tenth of the context
+    # from its end), trimmed
     source_lm, target_lm = load_model(served.config["source"]["name"]), models[translated]
     translator = load_translator(served.config["targets"][0]["translator"])
+    assert translator.reads_first_layer
     source_ids = source_lm.tokenizer(text, return_tensors="pt")["input_ids"]
     source_cache, _ = cache_ops.prefill(source_lm, source_ids, surprisal=True)
     source_cache = codec.decode(codec.encode(source_cache, "bfloat16"), dtype=torch.float32)  # as the service stores it
@@ -262,6 +265,7 @@ def test_sync_client_round_trip(served, client, models):
         source_tokenizer=source_lm.tokenizer,
         target_spec=target_lm.spec,
         target_tokenizer=target_lm.tokenizer,
+        target_first_layer=target_lm,
     ).cache
     raw = codec.decode(codec.encode(raw, "bfloat16"), dtype=torch.float32)  # as stored
     blended = blend(target_lm, cache_ops.replace_head(target_lm, raw), 0.25, recent=0.1)

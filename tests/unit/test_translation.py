@@ -733,3 +733,62 @@ def test_card_refuses_a_recent_share_beyond_its_fraction():
     assert card.recompute_selection == "words"  # cards written before the field: what they were measured with
     with pytest.raises(MotError, match="recompute_selection"):
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_selection="names")
+
+
+def test_the_target_first_layer_input_starts_where_the_translator_was(tmp_path, pair, samples):
+    """Adding the target's layer-0 rows as an input changes nothing but layer 0, which becomes exactly
+    the target's own; fine-tuning then uses the input (its map leaves zero), and the served path
+    (``translate`` with the target's layer 0 loaded on its own) computes the same rows."""
+    from mot_core.loading import load_first_layer
+    from mot_core.tiny import save_tiny
+    from mot_core.translation.objective import prepare, translated_cache
+
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=10, val_samples=2, stats_samples=4, native_tail=2)
+    plain = train_pair(source, target, train, val, Recipe(steps=2, mixes=1, **small), tmp_path / "plain")
+    prepared = prepare(source, target, val[0], 8, 2)
+    rows, first = prepared.aligned_rows[: prepared.keep], prepared.first_layer_rows
+    with torch.no_grad():
+        reference = plain.predict_rows(rows, all_positions=True)
+        reading = plain.with_first_layer_input(first)
+        assert reading.reads_first_layer and reading.card.config["first_layer_input"]
+        with pytest.raises(ValueError, match="layer-0 rows"):
+            reading.predict_rows(rows)
+        widened = reading.predict_rows(rows, all_positions=True, first_layer=first)
+    torch.testing.assert_close(widened[:, 1:], reference[:, 1:])
+    assert torch.equal(widened[:, 0], first)  # exact, where the plain translator only approximates it
+    assert not torch.allclose(reference[:, 0], first, atol=1e-3)
+
+    tuned = train_pair(
+        source,
+        target,
+        train,
+        val,
+        Recipe(steps=3, lr=1e-2, mixes=1, init=str(tmp_path / "plain"), first_layer_input=True, **small),
+        tmp_path / "tuned",
+    )
+    assert tuned.first_layer_map.abs().sum() > 0
+    loaded = load_translator(tmp_path / "tuned")
+    assert loaded.reads_first_layer and torch.equal(loaded.first_layer_map, tuned.first_layer_map)
+
+    # served: the target's layer 0 loaded alone gives the same rows as the whole target
+    layer0 = load_first_layer(str(save_tiny("gemma3_text", tmp_path / "target", seed=1)))
+    assert len(layer0.model.model.layers) == 1
+    text = val[0].context
+    source_cache, _ = cache_ops.prefill(source, source.tokenizer(text, return_tensors="pt").input_ids, surprisal=True)
+    specs = dict(
+        source_spec=source.spec,
+        source_tokenizer=source.tokenizer,
+        target_spec=target.spec,
+        target_tokenizer=target.tokenizer,
+        all_positions=True,
+    )
+    with pytest.raises(MotError, match="reads the target's layer 0"):
+        loaded.translate(source_cache, text, **specs)
+    served = loaded.translate(source_cache, text, target_first_layer=layer0, **specs).cache
+    expected = translated_cache(loaded, prepared, target, recompute=0.0)
+    for got, want in zip(served.keys[1:] + served.values, expected.keys[1:] + expected.values, strict=True):
+        torch.testing.assert_close(got[:, :, 1:], want[:, :, 1:])  # position 0 is the native head in `expected`
+    native, _ = cache_ops.prefill(target, prepared.target_ids[:, : prepared.keep])
+    torch.testing.assert_close(served.values[0], native.values[0], rtol=0, atol=1e-6)
