@@ -266,6 +266,13 @@ def train(
             "added to the translator being fine-tuned (at zero weight: it starts where it was).",
         ),
     ] = False,
+    exact_first_layer: Annotated[
+        bool,
+        typer.Option(
+            help="With --first-layer-input: emit the target's layer-0 rows as they are (exact) rather than "
+            "predicting layer 0 like the others.",
+        ),
+    ] = True,
     news: Annotated[
         float,
         typer.Option(
@@ -337,6 +344,7 @@ def train(
         content_focus=content_focus,
         value_weight=value_weight,
         first_layer_input=first_layer_input,
+        exact_first_layer=exact_first_layer,
         val_every=val_every,
         seed=seed,
     )

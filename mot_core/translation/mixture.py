@@ -13,10 +13,11 @@ transformer layer stack, which is the point.
 
 With ``first_layer_input`` the target's own layer-0 rows of each token (exact on any text: layer 0
 sees only its token; ``features.first_layer_rows``) are one more linear input per target layer,
-and layer 0 itself is emitted as is. What the source rows carry about a target token is an average
-over the source tokens its characters overlap; what a value row needs first is the target's own
-token, and out of the training register that is where the values break
-(``reports/experiments/token-features/``).
+and layer 0 itself is emitted as is (unless not ``exact_first_layer``: then it is predicted like
+the others, which a translator trained before the input had learnt to do in concert with them).
+What the source rows carry about a target token is an average over the source tokens its
+characters overlap; what a value row needs first is the target's own token, and out of the
+training register that is where the values break (``reports/experiments/token-features/``).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ class MixtureTranslator(CacheTranslator):
         hidden: int = 128,
         mixes: int = 1,
         first_layer_input: bool = False,
+        exact_first_layer: bool = True,
     ) -> None:
         super().__init__(card)
         self.top_k, self.target_windows = top_k, list(target_windows)
+        self.exact_first_layer = first_layer_input and exact_first_layer
         lt, ls, fs, ft = target_layers, source_layers, source_width, target_width
         self.layer_logits = nn.Parameter(_spread_mixtures(lt, mixes, ls))
         self.base = nn.Parameter(torch.zeros(lt, mixes, fs, ft))
@@ -98,14 +101,15 @@ class MixtureTranslator(CacheTranslator):
     def reads_first_layer(self) -> bool:
         return hasattr(self, "first_layer_map")
 
-    def with_first_layer_input(self, first_layer_rows: torch.Tensor) -> MixtureTranslator:
+    def with_first_layer_input(self, first_layer_rows: torch.Tensor, *, exact: bool = True) -> MixtureTranslator:
         """A copy that also reads the target's layer-0 rows, standardised by the statistics of
         ``first_layer_rows [N, Ft]``; it computes what this one does except layer 0, which becomes
-        the target's own (to fine-tune from)."""
+        the target's own if ``exact`` (to fine-tune from)."""
         if self.reads_first_layer:
             return self
         card = copy.deepcopy(self.card)
         card.config["first_layer_input"] = True
+        card.config["exact_first_layer"] = exact
         wider = MixtureTranslator.from_card(card).to(self.base.device)
         wider.load_state_dict(self.state_dict(), strict=False)
         wider.first_layer_mean.copy_(first_layer_rows.mean(0))
@@ -207,7 +211,7 @@ class MixtureTranslator(CacheTranslator):
             tokens = (first_layer.to(x.dtype) - self.first_layer_mean) / self.first_layer_std
         mix = self.layer_logits.softmax(-1)  # [Lt, M, Ls]
         rows = aligned.new_zeros(self.target_mean.shape[0], seq_len, self.target_mean.shape[1])  # [Lt, T, Ft]
-        exact = {0} if tokens is not None else set()  # layers the target gives exactly
+        exact = {0} if self.exact_first_layer else set()  # layers the target gives exactly
         for window in sorted({w for w in self.target_windows}, key=lambda w: (w is not None, w or 0)):
             predicted = [i for i, w in enumerate(self.target_windows) if w == window and i not in exact]
             if not predicted:
@@ -222,7 +226,7 @@ class MixtureTranslator(CacheTranslator):
             pred = pred * self.target_std[layers, None] + self.target_mean[layers, None]
             positions = torch.arange(seq_len - kept, seq_len, device=x.device)
             rows = rows.index_put((layers[:, None], positions[None]), pred)
-        if tokens is not None:  # layer 0 sees only its token: the target's own rows are exact
+        if self.exact_first_layer:  # layer 0 sees only its token: the target's own rows are exact
             rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
 

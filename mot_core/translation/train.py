@@ -86,8 +86,10 @@ class Recipe:
     # is the values that break (reports/experiments/copying/, "The same swaps on news text")
     value_weight: float = 1.0
     # also read the target's own layer-0 rows of each token (MixtureTranslator, first_layer_input);
-    # with ``init``, added to the translator being fine-tuned
+    # with ``init``, added to the translator being fine-tuned; ``exact_first_layer``: layer 0 is then
+    # the target's own rows rather than predicted
     first_layer_input: bool = False
+    exact_first_layer: bool = True
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -109,7 +111,9 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
     translator.source_std.copy_(src.std(0).clamp_min(1e-4))
     translator.target_mean.copy_(tgt.mean(0))
     translator.target_std.copy_(tgt.std(0).clamp_min(1e-4))
-    return translator.with_first_layer_input(_first_layer_stats(stats)) if recipe.first_layer_input else translator
+    if not recipe.first_layer_input:
+        return translator
+    return translator.with_first_layer_input(_first_layer_stats(stats), exact=recipe.exact_first_layer)
 
 
 def _first_layer_stats(stats: list[PreparedSample]) -> torch.Tensor:
@@ -265,7 +269,8 @@ def train_pair(
     if recipe.init:
         translator = _initial_translator(recipe.init, source, target, recipe.mixes)
         if recipe.first_layer_input and not translator.reads_first_layer:
-            translator = translator.with_first_layer_input(_first_layer_stats(stats)).train()
+            stats_rows = _first_layer_stats(stats)
+            translator = translator.with_first_layer_input(stats_rows, exact=recipe.exact_first_layer).train()
     else:
         translator = _new_translator(source, target, recipe, stats)
     if recipe.recompute is not None:

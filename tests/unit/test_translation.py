@@ -759,6 +759,9 @@ def test_the_target_first_layer_input_starts_where_the_translator_was(tmp_path, 
     torch.testing.assert_close(widened[:, 1:], reference[:, 1:])
     assert torch.equal(widened[:, 0], first)  # exact, where the plain translator only approximates it
     assert not torch.allclose(reference[:, 0], first, atol=1e-3)
+    predicting = plain.with_first_layer_input(first, exact=False)  # layer 0 predicted as before
+    with torch.no_grad():
+        torch.testing.assert_close(predicting.predict_rows(rows, all_positions=True, first_layer=first), reference)
 
     tuned = train_pair(
         source,
