@@ -1,5 +1,6 @@
 """A running service for integration tests: tiny models of three architectures, a ridge
-translator fitted on the spot, real Redis, real Ray Serve, real gRPC on loopback."""
+translator fitted on the spot (or a mixture trained a few steps), real Redis, real Ray Serve,
+real gRPC on loopback."""
 
 from __future__ import annotations
 
@@ -19,11 +20,18 @@ from services.ports import free_port
 METADATA = (("application", APP_NAME),)
 
 
+def _translated_pair(dirs: dict) -> tuple:
+    """The tiny source and translated target as loaded models named by their saved directories
+    (so a translator fitted on them names the models the service loads)."""
+    source, target = tiny_model("llama", seed=0), tiny_model("gemma3_text", seed=1)
+    source.name, target.name = str(dirs["llama"]), str(dirs["gemma3_text"])
+    return source, target
+
+
 def build_models_and_translator(root: Path) -> dict:
     """Tiny source/targets saved as HF directories plus a ridge translator source -> gemma3."""
     dirs = {arch: save_tiny(arch, root / arch, seed=i) for i, arch in enumerate(("llama", "gemma3_text", "qwen2"))}
-    source, target = tiny_model("llama", seed=0), tiny_model("gemma3_text", seed=1)
-    source.name, target.name = str(dirs["llama"]), str(dirs["gemma3_text"])
+    source, target = _translated_pair(dirs)
     contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=60))
     fit_ridge(source, target, contexts, alpha=1e-2, native_tail=1).save(root / "ridge-llama-gemma3")
     return {"dirs": dirs, "translator": root / "ridge-llama-gemma3"}
@@ -32,8 +40,7 @@ def build_models_and_translator(root: Path) -> dict:
 def first_layer_mixture(built: dict, out: Path, fraction: float, recent: float) -> Path:
     """A mixture translator source -> gemma3 that reads the target's own layer 0 (so the translator
     replica loads that layer), trained a few steps, shipping an operating point like the real ones."""
-    source, target = tiny_model("llama", seed=0), tiny_model("gemma3_text", seed=1)
-    source.name, target.name = str(built["dirs"]["llama"]), str(built["dirs"]["gemma3_text"])
+    source, target = _translated_pair(built["dirs"])
     text = demo_text()
     train = cut_samples([text], source.tokenizer, context_tokens=6, continuation_chars=60, count=8, seed=0)
     recipe = Recipe(
