@@ -263,7 +263,8 @@ def train(
         typer.Option(
             help="Also give the translator the target's own layer-0 keys/values of each token (exact on any "
             "text, one layer's projections; reports/experiments/token-features/). With --init, the input is "
-            "added to the translator being fine-tuned (at zero weight: it starts where it was).",
+            "added to the translator being fine-tuned at zero weight (it starts where it was, but for layer 0 "
+            "with --exact-first-layer). Off in the shipped translators: reports/experiments/first-layer-input/.",
         ),
     ] = False,
     exact_first_layer: Annotated[

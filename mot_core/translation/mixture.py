@@ -18,6 +18,8 @@ the others, which a translator trained before the input had learnt to do in conc
 What the source rows carry about a target token is an average over the source tokens its
 characters overlap; what a value row needs first is the target's own token, and out of the
 training register that is where the values break (``reports/experiments/token-features/``).
+Trained end to end it has not yet helped (``reports/experiments/first-layer-input/``); it is
+off by default and in no shipped translator.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class MixtureTranslator(CacheTranslator):
         self.register_buffer("source_std", torch.ones(ls, fs))
         self.register_buffer("target_mean", torch.zeros(lt, ft))
         self.register_buffer("target_std", torch.ones(lt, ft))
-        if first_layer_input:  # zero: adding the input to a trained translator changes nothing but layer 0
+        if first_layer_input:  # zero: adding the input to a trained translator changes nothing (but an exact layer 0)
             self.first_layer_map = nn.Parameter(torch.zeros(lt, ft, ft))
             self.register_buffer("first_layer_mean", torch.zeros(ft))
             self.register_buffer("first_layer_std", torch.ones(ft))
