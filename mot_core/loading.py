@@ -85,26 +85,7 @@ class FirstLayer:
 
 def load_first_layer(name_or_path: str, *, device: str | torch.device = "cpu") -> FirstLayer:
     """The model's own class and weights, built with one decoder layer (the others are never read)."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    location = resolve(name_or_path)
-    try:
-        config = AutoConfig.from_pretrained(location)
-        spec = arch_spec(config, AutoTokenizer.from_pretrained(location))
-        cut = {"num_hidden_layers": 1}
-        if getattr(config, "layer_types", None):
-            cut["layer_types"] = config.layer_types[:1]
-        report = logging.getLogger("transformers.modeling_utils")
-        level = report.level
-        report.setLevel(logging.ERROR)  # its warning would list every weight of the layers left out
-        try:
-            model = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32, **cut)
-        finally:
-            report.setLevel(level)
-    except (OSError, ValueError) as exc:
-        raise UnknownModelError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from None
-    log.info("loaded %s: embedding and layer 0 only", name_or_path)
-    return FirstLayer(name_or_path, model.to(device).eval(), spec)
+    return load_model_meta(name_or_path, first_layer=True, device=device).first_layer
 
 
 @dataclass
@@ -118,14 +99,28 @@ class ModelMeta:
     first_layer: FirstLayer | None = None
 
 
-def load_model_meta(name_or_path: str, *, first_layer: bool = False) -> ModelMeta:
-    from transformers import AutoConfig, AutoTokenizer
+def load_model_meta(name_or_path: str, *, first_layer: bool = False, device: str | torch.device = "cpu") -> ModelMeta:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     location = resolve(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location)
         config = AutoConfig.from_pretrained(location)
+        spec = arch_spec(config, tokenizer)
+        layer0 = None
+        if first_layer:
+            cut = {"num_hidden_layers": 1}
+            if getattr(config, "layer_types", None):
+                cut["layer_types"] = config.layer_types[:1]
+            report = logging.getLogger("transformers.modeling_utils")
+            level = report.level
+            report.setLevel(logging.ERROR)  # its warning would list every weight of the layers left out
+            try:
+                model = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32, **cut)
+            finally:
+                report.setLevel(level)
+            layer0 = FirstLayer(name_or_path, model.to(device).eval(), spec)
+            log.info("loaded %s: embedding and layer 0 only", name_or_path)
     except (OSError, ValueError) as exc:
         raise UnknownModelError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from None
-    layer0 = load_first_layer(name_or_path) if first_layer else None
-    return ModelMeta(name_or_path, tokenizer, arch_spec(config, tokenizer), layer0)
+    return ModelMeta(name_or_path, tokenizer, spec, layer0)

@@ -263,16 +263,17 @@ def train_pair(
         train = with_recall(train, recipe.recall, seed=recipe.seed)
         recall_samples = with_recall(validation[: recipe.val_samples], 1.0, seed=recipe.seed + 1)
         recall_val = [prepare_one(s) for s in tqdm(recall_samples, desc="recall validation set", unit="ctx")]
-    stats = []  # standardisation statistics from the first training samples, for what is new
-    if not recipe.init or recipe.first_layer_input:
-        stats = [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
+
+    def statistics() -> list[PreparedSample]:  # standardisation statistics, for what is new
+        return [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
+
     if recipe.init:
         translator = _initial_translator(recipe.init, source, target, recipe.mixes)
         if recipe.first_layer_input and not translator.reads_first_layer:
-            stats_rows = _first_layer_stats(stats)
-            translator = translator.with_first_layer_input(stats_rows, exact=recipe.exact_first_layer).train()
+            rows = _first_layer_stats(statistics())
+            translator = translator.with_first_layer_input(rows, exact=recipe.exact_first_layer).train()
     else:
-        translator = _new_translator(source, target, recipe, stats)
+        translator = _new_translator(source, target, recipe, statistics())
     if recipe.recompute is not None:
         translator.card = replace(
             translator.card, recompute_fraction=recipe.recompute, recompute_recent=recipe.recompute_recent

@@ -21,11 +21,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mot_core.cache_ops import first_layer_kv
 from mot_core.data import pull_corpus
 from mot_core.kv_cache import KVCache
 from mot_core.loading import load_model
-from mot_core.rope import remove_rope
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.objective import operating_point_cache
 from mot_core.translation.pairs import PairRows, pair_rows
@@ -66,7 +64,7 @@ def corrected_operating_point(translator, target, p, correction) -> KVCache:
     rows[0] = p.head_rows
     weight, x_mean, y_mean = correction
     spec = target.spec
-    delta = (rows_first_layer(target, p)[1:] - x_mean) @ weight + y_mean
+    delta = (p.first_layer_rows[1:] - x_mean) @ weight + y_mean
     value_view(rows, spec)[1:, 1:] += delta.view(p.keep - 1, -1, spec.num_kv_heads, spec.head_dim)
     ids = p.target_ids[:, : p.keep]
     cache = rows_to_cache(rows, spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal)
@@ -116,15 +114,6 @@ def main() -> None:
         results["texts"].append(entry)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))
-
-
-def rows_first_layer(target, p) -> torch.Tensor:
-    """The target's own layer-0 rows ``[keep, 2*H*D]`` (pre-RoPE), exact for any text."""
-    keys, values = first_layer_kv(target, p.target_ids[:, : p.keep])
-    positions = torch.arange(p.keep)
-    keys = remove_rope(keys.float(), target.spec.rope[0], positions)
-    rows = torch.stack((keys[0].transpose(0, 1), values[0].float().transpose(0, 1)), dim=2)  # [T, H, 2, D]
-    return rows.flatten(1)
 
 
 if __name__ == "__main__":
