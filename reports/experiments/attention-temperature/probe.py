@@ -24,6 +24,7 @@ as shipped) is always scored. Retention and content gain as ``compare.py`` (same
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
@@ -31,12 +32,12 @@ from pathlib import Path
 import torch
 
 from mot_core.loading import load_model
-from mot_core.translation.samples import cut_samples, read_corpus
+from mot_core.translation.features import key_columns
 from mot_core.translation.translator import CacheTranslator, load_translator
 from services.engines import resolve_translator_path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-from compare import _portable, compare_nll  # noqa: E402
+from compare import _portable, compare_nll, corpus_samples  # noqa: E402
 
 LAYER_GROUPS = ("keys", "keys-global", "keys-sliding", "values")
 
@@ -44,26 +45,25 @@ LAYER_GROUPS = ("keys", "keys-global", "keys-sliding", "values")
 def with_scale(translator: CacheTranslator, spec, group: str, scale: float) -> CacheTranslator:
     """The translator with its predicted pre-RoPE keys of ``group``'s layers multiplied by ``scale``
     (``values``: every layer's values instead)."""
-    half = 1 if group == "values" else 0  # per head [K_h | V_h]
+    columns = ~key_columns(spec) if group == "values" else key_columns(spec)
     chosen = [
         group in ("keys", "values") or (group == "keys-global") == (window is None) for window in spec.sliding_windows
     ]
-    factors = torch.tensor([scale if c else 1.0 for c in chosen])[None, :, None, None]
-    heads, dim = spec.num_kv_heads, spec.head_dim
+    factors = torch.tensor([scale if c else 1.0 for c in chosen])[:, None]  # [L, 1]
     predict = translator.predict_rows
 
     def predict_rows(aligned, *, all_positions=False, first_layer=None):
-        rows = predict(aligned, all_positions=all_positions, first_layer=first_layer)
-        kv = rows.reshape(*rows.shape[:2], heads, 2, dim).clone()
-        kv[..., half, :] *= factors.to(kv.dtype)
-        return kv.reshape(rows.shape)
+        rows = predict(aligned, all_positions=all_positions, first_layer=first_layer).clone()
+        rows[:, :, columns] *= factors.to(rows.dtype)
+        return rows
 
     translator.predict_rows = predict_rows
     return translator
 
 
-def variant(path: Path, spec, name: str) -> CacheTranslator:
-    translator = load_translator(path)
+def variant(shipped: CacheTranslator, spec, name: str) -> CacheTranslator:
+    """A copy of ``shipped`` changed as ``name`` says."""
+    translator = copy.deepcopy(shipped)
     kind, _, value = name.partition(":")
     if kind == "fraction":
         translator.card.recompute_fraction = float(value)
@@ -86,15 +86,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     source, target = load_model(args.source), load_model(args.target)
-    path = resolve_translator_path(f"{source.name}__{target.name}")
-    translators = {name: variant(path, target.spec, name) for name in ("op", *args.variants.split(","))}
-    samples = cut_samples(
-        read_corpus(args.corpus),
-        source.tokenizer,
-        context_tokens=args.context_tokens,
-        count=args.samples,
-        seed=args.seed,
-    )
+    shipped = load_translator(resolve_translator_path(f"{source.name}__{target.name}"))
+    translators = {name: variant(shipped, target.spec, name) for name in ("op", *args.variants.split(","))}
+    samples = corpus_samples(args, source.tokenizer)
     tail = translators["op"].card.native_tail
     result = {"translator": translators["op"].card.version, "corpus": _portable(args.corpus), "seed": args.seed}
     result |= compare_nll(source, target, translators, samples, tail)

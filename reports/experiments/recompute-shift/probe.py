@@ -28,12 +28,11 @@ from mot_core.kv_cache import KVCache
 from mot_core.loading import load_model
 from mot_core.translation.objective import translated_cache
 from mot_core.translation.recompute import blend
-from mot_core.translation.samples import cut_samples, read_corpus
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-from compare import content_scores, score_conditions  # noqa: E402
+from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
 
 SHIFTS = {"shift_v": (False, 1.0), "shift_kv": (True, 1.0), "shift_v_half": (False, 0.5)}  # (keys too, share)
 VARIANTS = ("op", *SHIFTS)
@@ -88,13 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     source, target = load_model(args.source), load_model(args.target)
     translator = load_translator(args.checkpoint or resolve_translator_path(f"{source.name}__{target.name}"))
-    samples = cut_samples(
-        read_corpus(args.corpus),
-        source.tokenizer,
-        context_tokens=args.context_tokens,
-        count=args.samples,
-        seed=args.seed,
-    )
+    samples = corpus_samples(args, source.tokenizer)
 
     def conditions_of(p, other) -> dict:
         ours = caches(translator, target, p, args.recent_only)

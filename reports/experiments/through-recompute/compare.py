@@ -52,6 +52,13 @@ def score_conditions(source, target, samples: list[Sample], native_tail: int, co
     return {c: s / tokens for c, s in sums.items()}
 
 
+def corpus_samples(args: argparse.Namespace, tokenizer) -> list[Sample]:
+    """The samples of ``--corpus`` that ``--context-tokens``, ``--samples`` and ``--seed`` name (the
+    probes beside this script take the same options and cut the same samples)."""
+    documents = read_corpus(args.corpus)
+    return cut_samples(documents, tokenizer, context_tokens=args.context_tokens, count=args.samples, seed=args.seed)
+
+
 def content_scores(nll: dict[str, float], name: str) -> dict[str, float]:
     """Retention of condition ``name``, of its ``/deranged`` control, and the content gain between them."""
     kept = retention(nll["none"], nll[name], nll["native"])
@@ -112,13 +119,7 @@ def main() -> None:
     result = {"old": _portable(old)} | {k: _portable(path) for k, path in candidates.items()}
     result |= {f"{k}_version": t.card.version for k, t in translators.items()}
     if args.corpus:
-        samples = cut_samples(
-            read_corpus(args.corpus),
-            source.tokenizer,
-            context_tokens=args.context_tokens,
-            count=args.samples,
-            seed=args.seed,
-        )
+        samples = corpus_samples(args, source.tokenizer)
         result["corpus"] = {
             "path": _portable(args.corpus),
             "seed": args.seed,
