@@ -27,7 +27,7 @@ setup: $(STAMP)  ## create .venv and install the project with its dev tools
 models: setup  ## pull the three real zoo models (idempotent; ~2 min the first time)
 	$(MOT) models pull
 
-data: setup  ## fetch the training corpora (speeches, news and Wikipedia articles, each split) and the held-out novel
+data: setup  ## fetch the training corpora (speeches, news and Wikipedia articles, literature, each split) and the held-out novel
 	$(MOT) data pull
 
 demo: models  ## the service on this machine: one RAG context shared by the target models (TTFT, cache source)
