@@ -339,10 +339,10 @@ def train(
     lengths = _int_list(context_tokens)
     if not lengths or min(lengths) < 16:
         raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
-    if news + wiki + literature > 1.0:
-        raise typer.BadParameter(
-            f"--news {news}, --wiki {wiki} and --literature {literature} leave no room for the speeches (sum > 1)"
-        )
+    registers = {"--news": news, "--wiki": wiki, "--literature": literature}
+    if sum(registers.values()) > 1.0:
+        given = " ".join(f"{flag} {fraction}" for flag, fraction in registers.items() if fraction)
+        raise typer.BadParameter(f"{given} leave no room for the speeches (sum > 1)")
     split = pull_corpus()
     src = load_model(source, device=device)
     recipe = Recipe(

@@ -114,4 +114,6 @@ def test_training_mixes_that_leave_no_speeches_are_refused_before_any_work(tmp_p
     proc = run_mot("train", "-s", "a", "-t", "b", "--news", "0.6", "--wiki", "0.5", env_home=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "leave no room for the speeches" in proc.stderr
+    proc = run_mot("train", "-s", "a", "-t", "b", "--wiki", "0.5", "--literature", "0.6", env_home=tmp_path)
+    assert proc.returncode == 2 and "--wiki 0.5 --literature 0.6 leave no room for the speeches" in proc.stderr
     assert not (tmp_path / "data").exists()  # refused before fetching a corpus
