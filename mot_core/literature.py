@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mot_core.paths import data_dir, downloads_dir
-from mot_core.pypi_fetch import sdist_member
+from mot_core.pypi_fetch import sdist_members
 
 LITERATURE_SDIST = "brotli==1.1.0"
 DEV_MODULUS = 4
@@ -96,11 +96,8 @@ def pull_literature() -> Path:
     if (root / "train.jsonl").is_file() and (root / "dev.jsonl").is_file():
         return root
     downloads = downloads_dir() / "literature"
-    documents = [
-        section
-        for work in WORKS
-        for section in sections(work, sdist_member(LITERATURE_SDIST, work.member, downloads, work.sha256))
-    ]
+    texts = sdist_members(LITERATURE_SDIST, {work.member: work.sha256 for work in WORKS}, downloads)
+    documents = [section for work in WORKS for section in sections(work, texts[work.member])]
     root.mkdir(parents=True, exist_ok=True)
     for side in ("train", "dev"):
         partial = root / f"{side}.jsonl.partial"

