@@ -6,6 +6,7 @@ line on stderr with exit code 2; a traceback means a bug.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import typer
 
 from mot_core.allocator import retain_freed_memory
 from mot_core.errors import MotError
+from mot_core.synthetic import Sampling
 
 app = typer.Typer(
     help="Share one LLM context across heterogeneous models by storing and translating KV caches.",
@@ -113,6 +115,38 @@ def data_pull() -> None:
     typer.echo(f"Wikipedia articles at {wiki}: train.jsonl (mot train --wiki), dev.jsonl; none overlaps the QA set")
     typer.echo(f"literature at {pull_literature()}: train.jsonl (mot train --literature), dev.jsonl")
     typer.echo(f"held-out novel at {pull_novel()} (mot eval --corpus)")
+
+
+_SAMPLING = Sampling()  # the defaults of `mot data generate`
+
+
+@data_app.command("generate")
+def data_generate(
+    model: Annotated[str, typer.Option("--model", "-m", help="The zoo model that writes the prose.")] = "smollm2-135m",
+    documents: Annotated[
+        int, typer.Option(min=1, help="How many documents (the prompts taken in turn).")
+    ] = _SAMPLING.documents,
+    new_tokens: Annotated[
+        int,
+        typer.Option(
+            min=16, help="Tokens sampled per document (enough for 1024-token contexts and their continuations)."
+        ),
+    ] = _SAMPLING.new_tokens,
+    batch: Annotated[int, typer.Option(min=1, help="Documents sampled at once.")] = _SAMPLING.batch,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Write a training register without a corpus: prose sampled from a model (nucleus sampling from
+    genre openers; mot train --generated). Its made-up names are in no model's memory, so only a
+    context can predict them. Kept when the same settings ran before."""
+    from tqdm import tqdm
+
+    from mot_core.synthetic import write_generated
+
+    sampling = Sampling(documents=documents, new_tokens=new_tokens, batch=batch, seed=seed)
+    writer = _load(model)
+    with tqdm(total=documents, unit="doc", desc=f"sampling from {model}") as bar:
+        root = write_generated(writer, sampling, progress=bar.update)
+    typer.echo(f"generated prose at {root}: train.jsonl (mot train --generated), card.json (its settings)")
 
 
 def _qa_dev_contexts() -> list[str]:
@@ -305,6 +339,16 @@ def train(
             "Lost) instead of the speeches (spread evenly over the steps): a fourth register, not Moby-Dick.",
         ),
     ] = 0.0,
+    generated: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fraction of training contexts cut from prose sampled from a model (mot data generate) instead "
+            "of the speeches (spread evenly over the steps): any register, with made-up names.",
+        ),
+    ] = 0.0,
+    generated_by: Annotated[str, typer.Option(help="The model whose --generated prose is read.")] = "smollm2-135m",
     val_every: Annotated[int, typer.Option(min=1)] = 100,
     seed: Annotated[int, typer.Option()] = 0,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -332,6 +376,7 @@ def train(
     from mot_core.news import DEV_MODULUS as NEWS_DEV_MODULUS
     from mot_core.news import NEWS_MEMBER, NEWS_WHEEL, pull_news
     from mot_core.paths import mot_home
+    from mot_core.synthetic import generated_root
     from mot_core.translation.samples import cut_lengths, cut_samples, interleave, read_corpus
     from mot_core.translation.train import Recipe, train_pair
 
@@ -339,10 +384,16 @@ def train(
     lengths = _int_list(context_tokens)
     if not lengths or min(lengths) < 16:
         raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
-    registers = {"--news": news, "--wiki": wiki, "--literature": literature}
+    registers = {"--news": news, "--wiki": wiki, "--literature": literature, "--generated": generated}
     if sum(registers.values()) > 1.0:
         given = " ".join(f"{flag} {fraction}" for flag, fraction in registers.items() if fraction)
         raise typer.BadParameter(f"{given} leave no room for the speeches (sum > 1)")
+    generated_corpus = generated_root(generated_by) / "train.jsonl"
+    generated_card = generated_corpus.parent / "card.json"
+    if generated and not (generated_corpus.exists() and generated_card.exists()):
+        raise MotError(
+            f"no generated prose at {generated_corpus.parent}: run `mot data generate --model {generated_by}`"
+        )
     split = pull_corpus()
     src = load_model(source, device=device)
     recipe = Recipe(
@@ -388,6 +439,8 @@ def train(
             "split_rule": f"dev iff sha256(section title) % {LITERATURE_DEV_MODULUS} == 0",
         }
         extras.append(("literature", literature, pull_literature() / "train.jsonl", 3000, literature_card))
+    if generated:
+        extras.append(("generated", generated, generated_corpus, 4000, json.loads(generated_card.read_text())))
     extra_steps = [round(steps * fraction) for _, fraction, *_ in extras]
     speech_steps = steps - sum(extra_steps)
     train_samples = cut_lengths(train_docs, src.tokenizer, lengths, speech_steps, seed=seed)

@@ -116,4 +116,6 @@ def test_training_mixes_that_leave_no_speeches_are_refused_before_any_work(tmp_p
     assert "leave no room for the speeches" in proc.stderr
     proc = run_mot("train", "-s", "a", "-t", "b", "--wiki", "0.5", "--literature", "0.6", env_home=tmp_path)
     assert proc.returncode == 2 and "--wiki 0.5 --literature 0.6 leave no room for the speeches" in proc.stderr
+    proc = run_mot("train", "-s", "a", "-t", "b", "--generated", "0.3", "--generated-by", "nobody", env_home=tmp_path)
+    assert_one_line_error(proc, "run `mot data generate --model nobody`")
     assert not (tmp_path / "data").exists()  # refused before fetching a corpus
