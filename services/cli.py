@@ -26,8 +26,8 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="Pull and list the real pretrained models of the zoo.", no_args_is_help=True)
 data_app = typer.Typer(
-    help="Fetch the training corpora (speeches, news articles) with their fixed splits, and a novel held out "
-    "for evaluation.",
+    help="Fetch the training corpora (speeches, news, Wikipedia, literature) with their fixed splits and a novel "
+    "held out for evaluation; or sample a training register from a model.",
     no_args_is_help=True,
 )
 cache_app = typer.Typer(help="Make, inspect and use encoded KV cache files (.motkv).", no_args_is_help=True)
