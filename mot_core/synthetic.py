@@ -79,7 +79,8 @@ class Sampling:
 
 
 def generated_root(model_name: str) -> Path:
-    return data_dir() / "generated" / model_name
+    """Under ``$MOT_HOME`` whatever the model is called (a zoo name, a local directory, an HF id)."""
+    return data_dir() / "generated" / Path(model_name).name
 
 
 def generate_documents(

@@ -36,3 +36,8 @@ def test_the_corpus_is_written_with_its_card_and_kept_while_the_settings_hold(ti
     assert runs == [2, 1]  # same settings: nothing sampled again
     write_generated(model, Sampling(documents=2, new_tokens=24, batch=2, seed=5), progress=runs.append)
     assert runs == [2, 1, 2] and len((root / "train.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_model_named_by_its_path_writes_under_mot_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOT_HOME", str(tmp_path / "home"))
+    assert synthetic.generated_root("/models/my-lm") == tmp_path / "home" / "data" / "generated" / "my-lm"
