@@ -30,7 +30,7 @@ from xml.etree import ElementTree
 
 import mwparserfromhell
 
-from mot_core.paths import data_dir, downloads_dir
+from mot_core.paths import data_dir, downloads_dir, write_jsonl
 from mot_core.pypi_fetch import wheel_member
 
 WIKI_WHEEL = "gensim==4.4.0"
@@ -114,11 +114,7 @@ def pull_wiki(held_out: Iterable[str]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     sides = {"train": [a for a in articles if not is_dev(a[0])], "dev": [a for a in articles if is_dev(a[0])]}
     for side, members in sides.items():
-        partial = root / f"{side}.jsonl.partial"
-        with partial.open("w", encoding="utf-8") as fh:
-            for title, text in members:
-                fh.write(json.dumps({"name": title, "text": text}) + "\n")
-        partial.replace(root / f"{side}.jsonl")
+        write_jsonl(root / f"{side}.jsonl", ({"name": title, "text": text} for title, text in members))
     split = {
         "source": f"{WIKI_WHEEL} {WIKI_MEMBER}",
         "license": "CC BY-SA (Wikipedia)",

@@ -16,13 +16,12 @@ verse keeps its lines. Split (deterministic): a section goes to dev when
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from mot_core.paths import data_dir, downloads_dir
+from mot_core.paths import data_dir, downloads_dir, write_jsonl
 from mot_core.pypi_fetch import sdist_members
 
 LITERATURE_SDIST = "brotli==1.1.0"
@@ -100,11 +99,7 @@ def pull_literature() -> Path:
     documents = [section for work in WORKS for section in sections(work, texts[work.member])]
     root.mkdir(parents=True, exist_ok=True)
     for side in ("train", "dev"):
-        partial = root / f"{side}.jsonl.partial"
-        with partial.open("w", encoding="utf-8") as fh:
-            for title, text in documents:
-                if is_dev(title) == (side == "dev"):
-                    fh.write(json.dumps({"name": title, "text": text}) + "\n")
-        partial.replace(root / f"{side}.jsonl")
+        chosen = (d for d in documents if is_dev(d[0]) == (side == "dev"))
+        write_jsonl(root / f"{side}.jsonl", ({"name": title, "text": text} for title, text in chosen))
     shutil.rmtree(downloads, ignore_errors=True)
     return root

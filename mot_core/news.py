@@ -20,11 +20,10 @@ and the Wikipedia-style QA contexts stay untouched tests.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 from pathlib import Path
 
-from mot_core.paths import data_dir, downloads_dir
+from mot_core.paths import data_dir, downloads_dir, write_jsonl
 from mot_core.pypi_fetch import wheel_member
 
 NEWS_WHEEL = "gensim==4.4.0"
@@ -65,10 +64,7 @@ def pull_news() -> Path:
     sides = split_articles(wheel_member(NEWS_WHEEL, NEWS_MEMBER, downloads, NEWS_SHA256))
     root.mkdir(parents=True, exist_ok=True)
     for side, articles in sides.items():
-        partial = root / f"{side}.jsonl.partial"
-        with partial.open("w", encoding="utf-8") as fh:
-            for i, text in enumerate(digests(articles)):
-                fh.write(json.dumps({"name": f"lee-{side}-{i:02d}", "text": text}) + "\n")
-        partial.replace(root / f"{side}.jsonl")
+        records = ({"name": f"lee-{side}-{i:02d}", "text": text} for i, text in enumerate(digests(articles)))
+        write_jsonl(root / f"{side}.jsonl", records)
     shutil.rmtree(downloads, ignore_errors=True)
     return root

@@ -1,6 +1,8 @@
 """Where the library keeps pulled models, data and downloads (``MOT_HOME``)."""
 
+import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -21,3 +23,13 @@ def data_dir() -> Path:
 
 def downloads_dir() -> Path:
     return mot_home() / "downloads"
+
+
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """One JSON object per line, whole or not at all: written beside ``path``, then renamed onto it,
+    so an interrupted pull never leaves a half corpus that the next run would take as done."""
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record) + "\n")
+    partial.replace(path)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mot_core.paths import data_dir
+from mot_core.paths import data_dir, write_jsonl
 
 if TYPE_CHECKING:  # the command line reads the defaults below without loading torch
     from mot_core.loading import LoadedModel
@@ -130,10 +130,6 @@ def write_generated(model: LoadedModel, sampling: Sampling, *, progress: Callabl
         return root
     texts = generate_documents(model, sampling, progress=progress)
     root.mkdir(parents=True, exist_ok=True)
-    partial = corpus.with_suffix(".partial")
-    with partial.open("w", encoding="utf-8") as fh:
-        for i, text in enumerate(texts):
-            fh.write(json.dumps({"prompt": i % len(PROMPTS), "text": text}, ensure_ascii=False) + "\n")
-    partial.replace(corpus)
+    write_jsonl(corpus, ({"prompt": i % len(PROMPTS), "text": text} for i, text in enumerate(texts)))
     card_path.write_text(json.dumps(card, indent=1) + "\n")
     return root

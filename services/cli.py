@@ -133,7 +133,7 @@ def data_generate(
         ),
     ] = _SAMPLING.new_tokens,
     batch: Annotated[int, typer.Option(min=1, help="Documents sampled at once.")] = _SAMPLING.batch,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option()] = _SAMPLING.seed,
 ) -> None:
     """Write a training register without a corpus: prose sampled from a model (nucleus sampling from
     genre openers; mot train --generated). Its made-up names are in no model's memory, so only a
