@@ -239,7 +239,10 @@ def train(
     ] = None,
     native_tail: Annotated[int, typer.Option(min=1, help="Last context tokens the target computes itself.")] = 4,
     experts: Annotated[int, typer.Option(min=1)] = 4,
-    hidden: Annotated[int, typer.Option(min=8, help="Hidden width of each expert.")] = 128,
+    hidden: Annotated[
+        int,
+        typer.Option(min=8, help="Hidden width of each expert (with --init, a wider one widens the checkpoint's)."),
+    ] = 128,
     mixes: Annotated[
         int, typer.Option(min=1, help="Source-layer mixtures per target layer (more keep more of the source).")
     ] = 4,

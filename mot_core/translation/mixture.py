@@ -100,6 +100,29 @@ class MixtureTranslator(CacheTranslator):
         return wider
 
     @property
+    def hidden(self) -> int:
+        return self.w_in.shape[-1]
+
+    def with_hidden(self, hidden: int) -> MixtureTranslator:
+        """A copy whose experts are ``hidden`` wide that computes exactly what this one does (the new
+        units read like fresh ones and write nothing yet: their output rows are zero), to fine-tune from."""
+        if hidden < self.hidden:
+            raise ValueError(f"cannot narrow the experts ({self.hidden} -> {hidden})")
+        card = copy.deepcopy(self.card)
+        card.config["hidden"] = hidden
+        wider = MixtureTranslator.from_card(card).to(self.base.device)
+        state = self.state_dict()
+        with torch.no_grad():
+            for name, tensor in wider.state_dict().items():
+                if name == "w_in":
+                    tensor[..., : self.hidden] = state[name]
+                elif name == "w_out":
+                    tensor[:, :, : self.hidden] = state[name]  # the new units' rows stay zero
+                else:
+                    tensor.copy_(state[name])
+        return wider
+
+    @property
     def reads_first_layer(self) -> bool:
         return hasattr(self, "first_layer_map")
 

@@ -120,9 +120,11 @@ def _first_layer_stats(stats: list[PreparedSample]) -> torch.Tensor:
     return torch.cat([p.first_layer_rows[1:] for p in stats])  # position 0 is the native head
 
 
-def _initial_translator(path: str, source: LoadedModel, target: LoadedModel, mixes: int) -> MixtureTranslator:
+def _initial_translator(
+    path: str, source: LoadedModel, target: LoadedModel, mixes: int, hidden: int
+) -> MixtureTranslator:
     """A trained translator to fine-tune; it must be a mixture for exactly this pair. Given more
-    ``mixes`` than it has, it gets them (computing the same at first)."""
+    ``mixes`` or wider experts (``hidden``) than it has, it gets them (computing the same at first)."""
     translator = load_translator(path)
     card = translator.card
     if not isinstance(translator, MixtureTranslator):
@@ -131,6 +133,8 @@ def _initial_translator(path: str, source: LoadedModel, target: LoadedModel, mix
         raise MotError(f"{path} translates {card.source_model}->{card.target_model}, not {source.name}->{target.name}")
     if mixes > translator.mixes:
         translator = translator.with_mixes(mixes)
+    if hidden > translator.hidden:
+        translator = translator.with_hidden(hidden)
     return translator.to(source.device).train()
 
 
@@ -268,7 +272,7 @@ def train_pair(
         return [prepare_one(s) for s in tqdm(train[: recipe.stats_samples], desc="statistics", unit="ctx")]
 
     if recipe.init:
-        translator = _initial_translator(recipe.init, source, target, recipe.mixes)
+        translator = _initial_translator(recipe.init, source, target, recipe.mixes, recipe.hidden)
         if recipe.first_layer_input and not translator.reads_first_layer:
             rows = _first_layer_stats(statistics())
             translator = translator.with_first_layer_input(rows, exact=recipe.exact_first_layer).train()

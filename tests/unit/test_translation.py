@@ -335,6 +335,35 @@ def test_more_mixtures_start_from_the_same_translator(tmp_path, pair, samples):
     assert history[0]["step"] == 0 and history[0]["retention"] == pytest.approx(history[-1]["retention"], abs=1e-5)
 
 
+def test_wider_experts_start_from_the_same_translator(tmp_path, pair, samples):
+    """Widening the experts keeps what the translator computes; fine-tuning then moves the new units."""
+    from mot_core.translation.objective import prepare
+
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=10, val_samples=2, stats_samples=4, native_tail=2)
+    narrow = train_pair(source, target, train, val, Recipe(steps=3, mixes=1, hidden=8, **small), tmp_path / "narrow")
+    rows = prepare(source, target, val[0], 8, 2).aligned_rows
+    with torch.no_grad():
+        wider = narrow.with_hidden(12)
+        assert wider.hidden == 12 and wider.card.config["hidden"] == 12
+        torch.testing.assert_close(
+            wider.predict_rows(rows, all_positions=True), narrow.predict_rows(rows, all_positions=True)
+        )
+    with pytest.raises(ValueError, match="narrow"):
+        wider.with_hidden(8)
+    tuned = train_pair(
+        source,
+        target,
+        train,
+        val,
+        Recipe(steps=2, lr=1e-2, mixes=1, hidden=12, init=str(tmp_path / "narrow"), **small),
+        tmp_path / "tuned",
+    )
+    assert tuned.hidden == 12
+    assert tuned.w_out[:, :, 8:].abs().sum() > 0  # the new units learnt to write
+
+
 def test_training_reduces_the_loss(pair, samples):
     source, target = pair
     train, val = samples
