@@ -87,17 +87,8 @@ class MixtureTranslator(CacheTranslator):
         (the new mixtures start uniform with zero weight in the linear map), to fine-tune from."""
         if mixes < self.mixes:
             raise ValueError(f"cannot drop mixtures ({self.mixes} -> {mixes})")
-        card = copy.deepcopy(self.card)
-        card.config["mixes"] = mixes
-        wider = MixtureTranslator.from_card(card).to(self.base.device)
-        state = self.state_dict()
-        with torch.no_grad():
-            for name, tensor in wider.state_dict().items():
-                if name in ("layer_logits", "base"):
-                    tensor[:, : self.mixes] = state[name]
-                else:
-                    tensor.copy_(state[name])
-        return wider
+        kept = (slice(None), slice(self.mixes))
+        return self._grown("mixes", mixes, {"layer_logits": kept, "base": kept})
 
     @property
     def hidden(self) -> int:
@@ -108,19 +99,22 @@ class MixtureTranslator(CacheTranslator):
         units read like fresh ones and write nothing yet: their output rows are zero), to fine-tune from."""
         if hidden < self.hidden:
             raise ValueError(f"cannot narrow the experts ({self.hidden} -> {hidden})")
+        return self._grown(
+            "hidden", hidden, {"w_in": (..., slice(self.hidden)), "w_out": (..., slice(self.hidden), slice(None))}
+        )
+
+    def _grown(self, key: str, size: int, kept: dict[str, tuple]) -> MixtureTranslator:
+        """A fresh module with ``config[key] = size`` holding this one's tensors: those named in
+        ``kept`` in the part that index selects (the rest as a fresh module has it: zero output
+        weights, so the new part adds nothing yet), the others whole."""
         card = copy.deepcopy(self.card)
-        card.config["hidden"] = hidden
-        wider = MixtureTranslator.from_card(card).to(self.base.device)
+        card.config[key] = size
+        grown = MixtureTranslator.from_card(card).to(self.base.device)
         state = self.state_dict()
         with torch.no_grad():
-            for name, tensor in wider.state_dict().items():
-                if name == "w_in":
-                    tensor[..., : self.hidden] = state[name]
-                elif name == "w_out":
-                    tensor[:, :, : self.hidden] = state[name]  # the new units' rows stay zero
-                else:
-                    tensor.copy_(state[name])
-        return wider
+            for name, tensor in grown.state_dict().items():
+                tensor[kept.get(name, ...)] = state[name]
+        return grown
 
     @property
     def reads_first_layer(self) -> bool:
