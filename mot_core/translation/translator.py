@@ -59,7 +59,7 @@ class TranslatorCard:
     config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
     recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
-    version: str = ""  # content hash of the weights, filled in by save()
+    version: str = ""  # content hash of the weights and config, filled in by save()
 
     def __post_init__(self) -> None:
         fraction = self.recompute_fraction
@@ -225,7 +225,9 @@ class CacheTranslator(nn.Module):
                     tensor.copy_(tensor.to(dtype).to(tensor.dtype))
                     tensors[name] = tensor.to(dtype)
         tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-        digest = hashlib.sha256()
+        # the shape config too: the same weights read with another config (say the router's top_k)
+        # compute something else, and the service keys translated caches by this version
+        digest = hashlib.sha256(json.dumps(self.card.config, sort_keys=True).encode())
         for name in sorted(tensors):
             digest.update(name.encode())
             digest.update(tensors[name].view(torch.uint8).numpy().tobytes() if tensors[name].numel() else b"")

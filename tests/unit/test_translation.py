@@ -110,6 +110,9 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     for (name, a), (_, b) in zip(trained.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     assert loaded.card.metrics["validation"]["step"] == 3
+    loaded.top_k = loaded.card.config["top_k"] = 1  # same weights, computing something else
+    loaded.save(tmp_path / "top1")
+    assert loaded.card.version != trained.card.version
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
