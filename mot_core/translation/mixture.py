@@ -84,7 +84,8 @@ class MixtureTranslator(CacheTranslator):
 
     def with_mixes(self, mixes: int) -> MixtureTranslator:
         """A copy with ``mixes`` mixtures per target layer that computes exactly what this one does
-        (the new mixtures start uniform with zero weight in the linear map), to fine-tune from."""
+        (the new mixtures start peaked at spread source depths, ``_spread_mixtures``, with zero weight in
+        the linear map), to fine-tune from."""
         if mixes < self.mixes:
             raise ValueError(f"cannot drop mixtures ({self.mixes} -> {mixes})")
         kept = (slice(None), slice(self.mixes))

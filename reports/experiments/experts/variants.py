@@ -23,6 +23,7 @@ best expert only, its gate 1), ``dense`` (all experts, softmax gates over all of
 from __future__ import annotations
 
 import argparse
+import copy
 from pathlib import Path
 
 import torch
@@ -34,11 +35,9 @@ from services.engines import resolve_translator_path
 VARIANTS = ("experts-off", "top1", "dense", "mixes1")
 
 
-def knocked_out(directory: Path, name: str) -> MixtureTranslator:
-    """The translator of ``directory`` with ``name``'s part knocked out (a fresh copy each call)."""
-    translator = load_translator(directory)
-    if not isinstance(translator, MixtureTranslator):
-        raise SystemExit(f"{directory} is a {translator.kind} translator; knock-outs need a mixture")
+def knocked_out(shipped: MixtureTranslator, name: str) -> MixtureTranslator:
+    """A copy of ``shipped`` with ``name``'s part knocked out."""
+    translator = copy.deepcopy(shipped)
     experts = translator.w_in.shape[1]
     with torch.no_grad():
         if name == "experts-off":
@@ -47,7 +46,7 @@ def knocked_out(directory: Path, name: str) -> MixtureTranslator:
             translator.top_k = translator.card.config["top_k"] = 1 if name == "top1" else experts
         elif name == "mixes1":
             if translator.mixes == 1:
-                raise SystemExit(f"{directory} has one mixture per target layer: nothing to knock out")
+                raise SystemExit("the translator has one mixture per target layer: nothing to knock out")
             translator.base[:, 1:] = 0
         else:
             raise SystemExit(f"unknown variant {name!r}; choose from {VARIANTS}")
@@ -64,8 +63,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="one checkpoint directory per variant under it")
     args = parser.parse_args()
     directory = args.checkpoint or resolve_translator_path(f"{args.source}__{args.target}")
+    shipped = load_translator(directory)
+    if not isinstance(shipped, MixtureTranslator):
+        raise SystemExit(f"{directory} is a {shipped.kind} translator; knock-outs need a mixture")
     for name in args.variants.split(","):
-        translator = knocked_out(directory, name)
+        translator = knocked_out(shipped, name)
         # float32: the shipped int8 weights are already rounded into the module, so this computes
         # exactly what the shipped translator computes, but for the part knocked out
         saved = translator.save(args.out / name)
