@@ -281,6 +281,15 @@ def train(
             "recomputed tokens in place), not on the pure translation.",
         ),
     ] = False,
+    foreign_weight: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Weight of a second KL to the target's own behaviour: on another context's continuation (same "
+            "register, other document) read after this context's cache, the deranged control distilled. "
+            "0: off.",
+        ),
+    ] = 0.0,
     content_focus: Annotated[
         float,
         typer.Option(
@@ -414,6 +423,7 @@ def train(
         recompute_selection=recompute_selection,
         through_recompute=through_recompute,
         content_focus=content_focus,
+        foreign_weight=foreign_weight,
         value_weight=value_weight,
         first_layer_input=first_layer_input,
         exact_first_layer=exact_first_layer,
@@ -446,7 +456,7 @@ def train(
         extras.append(("generated", generated, generated_corpus, 4000, json.loads(generated_card.read_text())))
     extra_steps = [round(steps * fraction) for _, fraction, *_ in extras]
     speech_steps = steps - sum(extra_steps)
-    train_samples = cut_lengths(train_docs, src.tokenizer, lengths, speech_steps, seed=seed)
+    train_samples = cut_lengths(train_docs, src.tokenizer, lengths, speech_steps, seed=seed, register="speeches")
     val_samples = cut_samples(
         val_docs, src.tokenizer, context_tokens=max(lengths), count=recipe.val_samples, seed=seed + 1
     )
@@ -460,7 +470,7 @@ def train(
         if not count:
             continue
         docs = read_corpus(path)
-        extra_samples = cut_lengths(docs, src.tokenizer, lengths, count, seed=seed + seed_offset)
+        extra_samples = cut_lengths(docs, src.tokenizer, lengths, count, seed=seed + seed_offset, register=name)
         train_samples = interleave(train_samples, extra_samples)
         data_card[name] = {
             **card,

@@ -132,17 +132,18 @@ def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.
     return to_model_cache(target, cache)
 
 
-def blended_model_cache(
+def blended_cache(
     target: LoadedModel,
     rows: torch.Tensor,
     prepared: PreparedSample,
     recompute: float,
     recent: float,
     selection: str = DEFAULT_SELECTION,
-):
+) -> KVCache:
     """What the target loads at an operating point, differentiable in ``rows`` (from
     ``translated_rows(..., all_positions=True)``): the translated cache with ``recompute`` of the
-    context recomputed by the target itself (``recompute.blend``).
+    context recomputed by the target itself (``recompute.blend``). ``to_model_cache`` loads it (as
+    often as needed: loading copies nothing the target's forward then changes).
 
     Training through it teaches the translator what the shipped cache is: the tokens the target
     recomputes need no translation, and the others are read by freshly computed neighbours.
@@ -156,7 +157,7 @@ def blended_model_cache(
         all_positions=True,
         surprisal=prepared.surprisal,
     )
-    return to_model_cache(target, blend(target, cache, recompute, selection=selection, recent=recent, grad=True))
+    return blend(target, cache, recompute, selection=selection, recent=recent, grad=True)
 
 
 def continuation_logits(

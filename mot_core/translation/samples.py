@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -19,6 +19,7 @@ class Sample:
     context: str
     continuation: str
     document: int  # index of the document it was cut from (for the deranged control)
+    register: str = ""  # the corpus it was cut from, where training mixes several (train.foreign_index)
 
 
 def read_corpus(path: Path) -> list[str]:
@@ -37,6 +38,7 @@ def cut_samples(
     continuation_chars: int = 600,
     count: int,
     seed: int = 0,
+    register: str = "",
 ) -> list[Sample]:
     """Up to ``count`` samples, each from a random position of a random document long enough."""
     rng = random.Random(seed)
@@ -53,15 +55,19 @@ def cut_samples(
         continuation = documents[doc][end : end + continuation_chars]
         if len(continuation.strip()) < continuation_chars // 3:
             continue
-        samples.append(Sample(documents[doc][begin:end], continuation, doc))
+        samples.append(Sample(documents[doc][begin:end], continuation, doc, register))
     return samples
 
 
-def cut_lengths(documents: list[str], tokenizer, lengths: list[int], count: int, *, seed: int = 0) -> list[Sample]:
+def cut_lengths(
+    documents: list[str], tokenizer, lengths: list[int], count: int, *, seed: int = 0, register: str = ""
+) -> list[Sample]:
     """``count`` training samples whose context lengths alternate through ``lengths`` (one cut per
     length, seeded ``seed + i``, so a shorter run's samples are a prefix of a longer one's)."""
     per_length = [
-        cut_samples(documents, tokenizer, context_tokens=n, count=-(-count // len(lengths)), seed=seed + i)
+        cut_samples(
+            documents, tokenizer, context_tokens=n, count=-(-count // len(lengths)), seed=seed + i, register=register
+        )
         for i, n in enumerate(lengths)
     ]
     return [s for group in zip(*per_length, strict=False) for s in group][:count]
@@ -94,5 +100,5 @@ def with_recall(samples: list[Sample], fraction: float, *, seed: int = 0) -> lis
         words = [i + 1 for i, ch in enumerate(sample.context[: max(1, len(sample.context) - chars // 2)]) if ch == " "]
         start = rng.choice(words) if words else 0
         repeat = "\n" + sample.context[start : start + chars]
-        out.append(Sample(sample.context, repeat, sample.document))
+        out.append(replace(sample, continuation=repeat))
     return out

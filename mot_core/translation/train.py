@@ -6,7 +6,8 @@ auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). Wit
 ``through_recompute`` the two first are taken on the cache the target loads at the translator's
 operating point (its card's recompute fraction), not on the pure translation. With ``content_focus``
 the KL and CE of each continuation token are weighted by how much the native context helps predict
-it (``objective.content_weights``). Deterministic given the seed; resumable from its last
+it (``objective.content_weights``). With ``foreign_weight`` the translated cache is also distilled
+on another context's continuation (``foreign_index``). Deterministic given the seed; resumable from its last
 checkpoint (weights, optimiser moments and step, all in safetensors + JSON); validated
 periodically on held-out samples.
 """
@@ -32,7 +33,7 @@ from mot_core.translation.features import key_columns
 from mot_core.translation.mixture import MixtureTranslator
 from mot_core.translation.objective import (
     PreparedSample,
-    blended_model_cache,
+    blended_cache,
     content_weights,
     continuation_logits,
     kl_per_token,
@@ -77,7 +78,7 @@ class Recipe:
     recompute_recent: float = 0.0
     recompute_selection: str | None = None  # None keeps the ``init`` card's (recompute.SELECTIONS)
     # the loss (and validation) on the cache after the target's recompute at that operating point
-    # (objective.blended_model_cache), not on the pure translation
+    # (objective.blended_cache), not on the pure translation
     through_recompute: bool = False
     # weight each continuation token's KL and CE by how much the native context helps predict it
     # (objective.content_weights): 0 weighs all alike, 1 by that benefit alone
@@ -90,6 +91,12 @@ class Recipe:
     # the target's own rows rather than predicted
     first_layer_input: bool = False
     exact_first_layer: bool = True
+    # weight of a second KL to the target's own behaviour: on the continuation of another context of
+    # the same register (``foreign_index``), read after this context's cache. It is the deranged
+    # control, distilled: a translated cache must help unrelated text of its register no more than
+    # the native cache does (out of register the translated caches carry the register's style and
+    # too little of the passage: reports/experiments/literature-mix/, Qwen2.5)
+    foreign_weight: float = 0.0
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -138,8 +145,23 @@ def _initial_translator(
     return translator.to(source.device).train()
 
 
+def foreign_index(samples: list[Sample], i: int) -> int | None:
+    """The sample whose continuation sample ``i``'s cache is also distilled on (``Recipe.foreign_weight``):
+    the latest earlier one of the same register cut from another document (as the deranged control
+    of ``mot eval`` is), None for the first of its register."""
+    for j in range(i - 1, -1, -1):
+        if samples[j].register == samples[i].register and samples[j].document != samples[i].document:
+            return j
+    return None
+
+
 def sample_loss(
-    translator: MixtureTranslator, source: LoadedModel, target: LoadedModel, prepared: PreparedSample, recipe: Recipe
+    translator: MixtureTranslator,
+    source: LoadedModel,
+    target: LoadedModel,
+    prepared: PreparedSample,
+    recipe: Recipe,
+    foreign: PreparedSample | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     keep, tail = prepared.keep, prepared.tail_ids
     cont = prepared.continuation_ids
@@ -152,17 +174,26 @@ def sample_loss(
     card = translator.card
     if recipe.through_recompute:
         rows = translated_rows(translator, prepared, target, all_positions=True)
-        cache = blended_model_cache(
+        cache = blended_cache(
             target, rows, prepared, card.recompute_fraction, card.recompute_recent, card.recompute_selection
         )
+        load = lambda: to_model_cache(target, cache)  # noqa: E731
     else:
         rows = translated_rows(translator, prepared, target)
-        cache = rows_model_cache(target, rows, prepared.target_ids, keep)
-    student = continuation_logits(target, cache, tail, cont)
+        load = lambda: rows_model_cache(target, rows, prepared.target_ids, keep)  # noqa: E731
+    student = continuation_logits(target, load(), tail, cont)
     kl = (weights * kl_per_token(teacher, student)).mean()
     ce = (weights * nll_per_token(student, cont)).mean()
     loss = recipe.kl_weight * kl + recipe.ce_weight * ce
     parts = {"kl": kl.item(), "ce": ce.item()}
+    if foreign is not None and recipe.foreign_weight > 0:
+        with torch.no_grad():
+            native = to_model_cache(target, prepared.native_cache)
+            teacher = continuation_logits(target, native, foreign.tail_ids, foreign.continuation_ids)
+        student = continuation_logits(target, load(), foreign.tail_ids, foreign.continuation_ids)
+        foreign_kl = kl_per_token(teacher, student).mean()
+        loss = loss + recipe.foreign_weight * foreign_kl
+        parts["foreign_kl"] = foreign_kl.item()
     if prepared.native_rows is not None and recipe.mse_weight > 0:
         error = ((rows[1:keep] - prepared.native_rows[1:keep]) / translator.target_std) ** 2
         if recipe.value_weight != 1.0:
@@ -290,6 +321,7 @@ def train_pair(
         )
     optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
     step, history, row_steps, warned = 0, [], 0, False
+    recent: dict[int, PreparedSample] = {}  # index -> prepared, the latest sample of each register
     if (out / STATE_FILE).is_file():
         step = _resume(out, translator, optimizer)
         metrics = load_translator(out).card.metrics
@@ -301,8 +333,16 @@ def train_pair(
     bar = tqdm(total=recipe.steps, initial=step, desc=f"train {source.name}->{target.name}", unit="step")
     while step < recipe.steps:
         translator.train()
-        prepared = prepare_one(train[step % len(train)])
-        loss, parts = sample_loss(translator, source, target, prepared, recipe)
+        index = step % len(train)
+        prepared = prepare_one(train[index])
+        foreign = None
+        if recipe.foreign_weight > 0:
+            if (j := foreign_index(train, index)) is not None:
+                # prepared before unless a resume (or a same-document neighbour) came between
+                foreign = recent[j] if j in recent else prepare_one(train[j])
+            recent = {j: p for j, p in recent.items() if train[j].register != train[index].register}
+            recent[index] = prepared
+        loss, parts = sample_loss(translator, source, target, prepared, recipe, foreign)
         row_steps += "mse" in parts
         if "mse" not in parts and recipe.mse_weight > 0 and not warned:
             warned = True  # a run whose row loss (and --value-weight) does not apply must say so

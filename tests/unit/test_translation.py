@@ -215,7 +215,7 @@ def test_training_through_the_recompute_learns_what_the_target_loads(tmp_path, p
 
 
 def test_the_differentiable_recompute_computes_what_the_served_one_does(pair, samples):
-    from mot_core.translation.objective import blended_model_cache, prepare, translated_cache, translated_rows
+    from mot_core.translation.objective import blended_cache, prepare, translated_cache, translated_rows
     from mot_core.translation.train import _new_translator
 
     source, target = pair
@@ -225,7 +225,7 @@ def test_the_differentiable_recompute_computes_what_the_served_one_does(pair, sa
     translator.card.recompute_fraction, translator.card.recompute_recent = 0.5, 0.25
     with torch.no_grad():
         rows = translated_rows(translator, prepared, target, all_positions=True)
-        trained_on = blended_model_cache(target, rows, prepared, 0.5, 0.25)
+        trained_on = cache_ops.to_model_cache(target, blended_cache(target, rows, prepared, 0.5, 0.25))
     served = cache_ops.to_model_cache(
         target, translated_cache(translator, prepared, target, recompute=0.5, recent=0.25)
     )
@@ -827,3 +827,44 @@ def test_the_target_first_layer_input_starts_where_the_translator_was(tmp_path, 
         torch.testing.assert_close(got[:, :, 1:], want[:, :, 1:])  # position 0 is the native head in `expected`
     native, _ = cache_ops.prefill(target, prepared.target_ids[:, : prepared.keep])
     torch.testing.assert_close(served.values[0], native.values[0], rtol=0, atol=1e-6)
+
+
+def test_foreign_continuations_come_from_the_same_register_and_another_document():
+    from mot_core.translation.samples import Sample
+    from mot_core.translation.train import foreign_index
+
+    stream = [Sample("a", "x", 0, "speeches"), Sample("b", "y", 3, "news"), Sample("c", "z", 0, "speeches")]
+    stream += [Sample("d", "w", 1, "speeches"), Sample("e", "v", 4, "news")]
+    assert [foreign_index(stream, i) for i in range(len(stream))] == [None, None, None, 2, 1]
+
+
+def test_a_run_with_foreign_distillation_resumes_where_it_stopped(tmp_path, monkeypatch, pair, samples):
+    """Interrupted after its checkpoint at step 2 and rerun, training ends with the same weights as an
+    unbroken run: the optimiser's moments, the step and the foreign samples all come back."""
+    import mot_core.translation.train as training
+
+    source, target = pair
+    train, val = [s.__class__(s.context, s.continuation, i % 3) for i, s in enumerate(samples[0])], samples[1]
+    recipe = Recipe(
+        context_tokens=[6], continuation_tokens=8, steps=4, val_every=2, val_samples=2, stats_samples=4, native_tail=2
+    )
+    recipe.foreign_weight = 1.0
+    unbroken = train_pair(source, target, train, val, recipe, tmp_path / "unbroken")
+
+    calls, real_loss = [], training.sample_loss
+
+    def crash_at_step_three(*args, **kwargs):
+        calls.append(args[-1])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(training, "sample_loss", crash_at_step_three)
+    with pytest.raises(KeyboardInterrupt):
+        train_pair(source, target, train, val, recipe, tmp_path / "resumed")
+    assert calls[0] is None and calls[1] is not None  # step 1 reads step 0's sample (document 0 vs 1)
+    monkeypatch.setattr(training, "sample_loss", real_loss)
+    resumed = train_pair(source, target, train, val, recipe, tmp_path / "resumed")
+    for (name, a), b in zip(unbroken.state_dict().items(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert resumed.card.metrics["history"][-1] == unbroken.card.metrics["history"][-1]
