@@ -7,9 +7,9 @@ auxiliary MSE between predicted and native pre-RoPE K|V rows (standardised). Wit
 operating point (its card's recompute fraction), not on the pure translation. With ``content_focus``
 the KL and CE of each continuation token are weighted by how much the native context helps predict
 it (``objective.content_weights``). With ``foreign_weight`` the translated cache is also distilled
-on another context's continuation (``foreign_index``). Deterministic given the seed; resumable from its last
-checkpoint (weights, optimiser moments and step, all in safetensors + JSON); validated
-periodically on held-out samples.
+on another context's continuation (``foreign_index``). Deterministic given the seed; resumable
+from its last checkpoint (weights, optimiser moments and step, all in safetensors + JSON);
+validated periodically on held-out samples.
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ class Recipe:
     # the same register (``foreign_index``), read after this context's cache. It is the deranged
     # control, distilled: a translated cache must help unrelated text of its register no more than
     # the native cache does (out of register the translated caches carry the register's style and
-    # too little of the passage: reports/experiments/literature-mix/, Qwen2.5)
+    # too little of the passage). Measured in reports/experiments/foreign-distillation/: the control
+    # falls, and retention with it; off by default
     foreign_weight: float = 0.0
 
 
