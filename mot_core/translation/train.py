@@ -322,7 +322,7 @@ def train_pair(
         )
     optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
     step, history, row_steps, warned = 0, [], 0, False
-    recent: dict[int, PreparedSample] = {}  # index -> prepared, the latest sample of each register
+    latest: dict[str, tuple[int, PreparedSample]] = {}  # register -> (index, prepared) of its latest sample
     if (out / STATE_FILE).is_file():
         step = _resume(out, translator, optimizer)
         metrics = load_translator(out).card.metrics
@@ -338,11 +338,12 @@ def train_pair(
         prepared = prepare_one(train[index])
         foreign = None
         if recipe.foreign_weight > 0:
+            register = train[index].register
             if (j := foreign_index(train, index)) is not None:
-                # prepared before unless a resume (or a same-document neighbour) came between
-                foreign = recent[j] if j in recent else prepare_one(train[j])
-            recent = {j: p for j, p in recent.items() if train[j].register != train[index].register}
-            recent[index] = prepared
+                # prepared last time unless a resume (or a same-document neighbour) came between
+                seen, kept = latest.get(register, (None, None))
+                foreign = kept if seen == j else prepare_one(train[j])
+            latest[register] = (index, prepared)
         loss, parts = sample_loss(translator, source, target, prepared, recipe, foreign)
         row_steps += "mse" in parts
         if "mse" not in parts and recipe.mse_weight > 0 and not warned:

@@ -841,14 +841,22 @@ def test_foreign_continuations_come_from_the_same_register_and_another_document(
 def test_a_run_with_foreign_distillation_resumes_where_it_stopped(tmp_path, monkeypatch, pair, samples):
     """Interrupted after its checkpoint at step 2 and rerun, training ends with the same weights as an
     unbroken run: the optimiser's moments, the step and the foreign samples all come back."""
+    from dataclasses import replace
+
     import mot_core.translation.train as training
 
     source, target = pair
-    train, val = [s.__class__(s.context, s.continuation, i % 3) for i, s in enumerate(samples[0])], samples[1]
+    train, val = [replace(s, document=i % 3) for i, s in enumerate(samples[0])], samples[1]
     recipe = Recipe(
-        context_tokens=[6], continuation_tokens=8, steps=4, val_every=2, val_samples=2, stats_samples=4, native_tail=2
+        context_tokens=[6],
+        continuation_tokens=8,
+        steps=4,
+        val_every=2,
+        val_samples=2,
+        stats_samples=4,
+        native_tail=2,
+        foreign_weight=1.0,
     )
-    recipe.foreign_weight = 1.0
     unbroken = train_pair(source, target, train, val, recipe, tmp_path / "unbroken")
 
     calls, real_loss = [], training.sample_loss
