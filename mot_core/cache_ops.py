@@ -4,11 +4,13 @@
 model's own ``DynamicCache`` from a ``KVCache`` (refusing caches of other models), so
 ``generate_from_cache`` continues exactly where the prefill stopped; ``unrotate``/``rerotate``
 convert keys between post-RoPE (as cached) and pre-RoPE form; ``first_layer_kv`` and
-``recompute_positions`` let the target compute part of a context itself on top of a given cache.
+``recompute_positions`` let the target compute part of a context itself on top of a given cache;
+``attention_to_cache`` says which cached positions the tokens after a cache read.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import torch
@@ -223,25 +225,14 @@ def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tenso
         return cache
     if int(positions[0]) < 0 or int(positions[-1]) >= cache.seq_len:
         raise ValueError(f"positions must lie in 0..{cache.seq_len - 1}")
-    param_dtype = next(lm.model.parameters()).dtype
-    model_cache = _KeysValuesUpTo(  # the last layer's attention output and MLP would feed nothing
-        cache.num_layers - 1,
-        ddp_cache_data=[
-            (k.to(lm.device, param_dtype), v.to(lm.device, param_dtype))
-            for k, v in zip(cache.keys, cache.values, strict=True)
-        ],
-    )
-    masks = _recompute_masks(lm.spec, cache.seq_len, positions, lm.model.config._attn_implementation)
-    if len(masks) == 1:  # one layer type: every architecture takes a ready 4-D mask
-        mask = next(iter(masks.values())).to(lm.device)
-    else:  # hybrid models take one mask per layer type
-        mask = {name: m.to(lm.device) for name, m in masks.items()}
+    # the last layer's attention output and MLP would feed nothing
+    model_cache = _KeysValuesUpTo(cache.num_layers - 1, ddp_cache_data=_model_layers(lm, cache))
     _fill_cache(
         lm,
         model_cache,
         input_ids=cache.token_ids[:, positions].to(lm.device),
         position_ids=positions[None].to(lm.device),
-        attention_mask=mask,
+        attention_mask=_model_mask(lm, cache.seq_len, positions),
     )
     keys, values = [], []
     for old_k, old_v, layer in zip(cache.keys, cache.values, model_cache.layers, strict=True):
@@ -251,6 +242,77 @@ def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tenso
         keys.append(k)
         values.append(v)
     return replace(cache, keys=keys, values=values)
+
+
+def _model_layers(lm: LoadedModel, cache: KVCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The cache's keys/values per layer on the model's device and dtype (a ``DynamicCache``'s data)."""
+    dtype = next(lm.model.parameters()).dtype
+    return [(k.to(lm.device, dtype), v.to(lm.device, dtype)) for k, v in zip(cache.keys, cache.values, strict=True)]
+
+
+def _model_mask(lm: LoadedModel, seq_len: int, positions: torch.Tensor):
+    """``_recompute_masks`` as the model takes them: one 4-D mask, or one per layer type (hybrid models)."""
+    masks = _recompute_masks(lm.spec, seq_len, positions, lm.model.config._attn_implementation)
+    if len(masks) == 1:
+        return next(iter(masks.values())).to(lm.device)
+    return {name: m.to(lm.device) for name, m in masks.items()}
+
+
+@torch.no_grad()  # not inference mode: callers mask the shares in place
+def attention_to_cache(lm: LoadedModel, cache: KVCache, query_ids: torch.Tensor) -> torch.Tensor:
+    """``[seq_len]``: how much the tokens ``query_ids [1, m]`` that follow ``cache`` read each cached position.
+
+    Per layer, each position's share of the attention the queries (all heads) give positions
+    ``1..`` (position 0, the attention sink, takes much of it and says nothing about the context),
+    summed over layers. What a context's last tokens read is what its continuation will read (the
+    observation window of SnapKV, Li et al., 2024). ``cache`` must hold every position in every
+    layer (as for ``recompute_positions``). The weights are computed from each attention module's
+    own query projection, norm, RoPE, scale and mask, so the forward pass keeps whatever attention
+    implementation the model runs with.
+    """
+    seq_len, count = cache.seq_len, query_ids.shape[-1]
+    positions = torch.arange(seq_len, seq_len + count)
+    model_cache = DynamicCache(ddp_cache_data=_model_layers(lm, cache))
+    shares = torch.zeros(seq_len)
+
+    def record(module, args, kwargs, output) -> None:
+        weights = _attention_weights(module, kwargs, model_cache.layers[module.layer_idx].keys)
+        read = weights[..., 1:seq_len].sum((0, 1, 2)).float().cpu()  # over batch, heads, queries
+        shares[1:] += read / read.sum().clamp_min(1e-12)
+
+    decoder = lm.model.get_decoder()
+    hooks = [layer.self_attn.register_forward_hook(record, with_kwargs=True) for layer in decoder.layers]
+    try:
+        decoder(
+            input_ids=_as_batch(query_ids).to(lm.device),
+            position_ids=positions[None].to(lm.device),
+            attention_mask=_model_mask(lm, seq_len, positions),
+            cache=model_cache,
+            use_cache=True,
+        )
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return shares
+
+
+def _attention_weights(module: torch.nn.Module, inputs: dict, keys: torch.Tensor) -> torch.Tensor:
+    """``[B, H, m, S]`` attention probabilities of an attention module's call, from its inputs and its
+    layer's keys (post-RoPE, the fresh ones included), as its eager implementation computes them."""
+    hidden = inputs["hidden_states"]
+    query = module.q_proj(hidden).view(*hidden.shape[:-1], -1, module.head_dim).transpose(1, 2)
+    if hasattr(module, "q_norm"):  # Gemma-3, Qwen3: RMS norm of each query head
+        query = module.q_norm(query)
+    cos, sin = inputs["position_embeddings"]
+    query, _ = sys.modules[type(module).__module__].apply_rotary_pos_emb(query, query, cos, sin)
+    keys = keys.repeat_interleave(query.shape[1] // keys.shape[1], dim=1)
+    logits = (query @ keys.transpose(2, 3)).float() * module.scaling
+    softcap = getattr(module, "attn_logit_softcapping", None)
+    if softcap is not None:
+        logits = torch.tanh(logits / softcap) * softcap
+    mask = inputs["attention_mask"]
+    logits = logits.masked_fill(~mask, -torch.inf) if mask.dtype == torch.bool else logits + mask.float()
+    return logits.softmax(-1)
 
 
 def trim_to_windows(cache: KVCache, spec: ArchSpec) -> KVCache:

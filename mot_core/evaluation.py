@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -75,6 +75,7 @@ class Variant:
     recompute: float | None = None  # None: pure translation (recompute.blend otherwise)
     selection: str = DEFAULT_SELECTION
     recent: float = 0.0  # share of the context recomputed from its end (part of ``recompute``)
+    attended: float = 0.0  # share its native tail reads most (part of ``recompute``, recompute.most_attended)
     ablation: bool = False  # costs what its fraction costs (not timed on its own)
 
 
@@ -85,25 +86,35 @@ def sweep_variants(
     *,
     selection: str = DEFAULT_SELECTION,
     ablations: bool = True,
+    attended: float = 0.0,
 ) -> dict[str, Variant]:
     """Extra conditions: the recompute fractions of the sweep, and ablations at the operating point
     (or at the middle of the sweep when the operating point is pure translation): the rest of the
     budget chosen by each simpler selection than ``selection`` (those after it in
     ``recompute.SELECTIONS``: whole words instead of phrases, single surprising tokens, the layer-0
-    error, at random); and, where a ``recent`` share is set, all of the budget on the selection
-    (``<selection>-only``) or on the context's last tokens (``recent-only``)."""
-    variants = {f"recompute@{f:g}": Variant(recompute=f, selection=selection, recent=min(recent, f)) for f in fractions}
+    error, at random); where a ``recent`` share is set, all of the budget on the selection
+    (``<selection>-only``) or on the context's last tokens (``recent-only``); and where an
+    ``attended`` share is set, the same budget without it (``no-attended``)."""
+    variants = {f"recompute@{f:g}": _point(f, selection, recent, attended) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated and ablations:
-        share = min(recent, ablated)
+        point = _point(ablated, selection, recent, attended)
         for simpler in SELECTIONS[SELECTIONS.index(selection) + 1 :]:
-            variants[f"{simpler}@{ablated:g}"] = Variant(
-                recompute=ablated, selection=simpler, recent=share, ablation=True
-            )
-        if share > 0:
+            variants[f"{simpler}@{ablated:g}"] = replace(point, selection=simpler, ablation=True)
+        if point.recent > 0:
             variants[f"{selection}-only@{ablated:g}"] = Variant(recompute=ablated, selection=selection, ablation=True)
             variants[f"recent-only@{ablated:g}"] = Variant(recompute=ablated, recent=ablated, ablation=True)
+        if point.attended > 0:
+            variants[f"no-attended@{ablated:g}"] = replace(point, attended=0.0, ablation=True)
     return variants
+
+
+def _point(fraction: float | None, selection: str, recent: float, attended: float) -> Variant:
+    """The operating point at ``fraction``, its shares cut to what fits (recent first)."""
+    if fraction is None:
+        return Variant(selection=selection)
+    share = min(recent, fraction)
+    return Variant(recompute=fraction, selection=selection, recent=share, attended=min(attended, fraction - share))
 
 
 def _condition_caches(target, prepared, other, translators, point: Variant, sweep) -> dict[str, Callable]:
@@ -113,7 +124,13 @@ def _condition_caches(target, prepared, other, translators, point: Variant, swee
     def build(p, variant):
         translator = translators[variant.translator]
         return translated_cache(
-            translator, p, target, recompute=variant.recompute, selection=variant.selection, recent=variant.recent
+            translator,
+            p,
+            target,
+            recompute=variant.recompute,
+            selection=variant.selection,
+            recent=variant.recent,
+            attended=variant.attended,
         )
 
     builders = {"native": lambda: prepared.native_cache, "none": lambda: None}
@@ -217,7 +234,7 @@ def time_translation(
     """
     target_ids = prepared.alignment.target_ids
     keep = max(1, len(target_ids) - translator.card.native_tail)
-    native_ids = torch.tensor([target_ids[:keep]])
+    native_ids, tail_ids = torch.tensor([target_ids[:keep]]), torch.tensor([target_ids[keep:]])
     native_s = min(timed_runs(lambda: prefill(target, native_ids), repeats))
 
     def translate(variant: Variant) -> None:
@@ -233,7 +250,15 @@ def time_translation(
         )
         cache = replace_head(target, result.cache)
         if variant.recompute is not None:
-            cache = blend(target, cache, variant.recompute, selection=variant.selection, recent=variant.recent)
+            cache = blend(
+                target,
+                cache,
+                variant.recompute,
+                selection=variant.selection,
+                recent=variant.recent,
+                attended=variant.attended,
+                tail_ids=tail_ids,
+            )
         to_model_cache(target, cache)
 
     return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
@@ -246,14 +271,15 @@ def _variants(
     selection: str,
     sweep: Sequence[float],
     ablations: bool,
+    attended: float = 0.0,
 ) -> tuple[Variant, dict[str, Variant]]:
     """The ``translated`` condition (pure translation, or the operating point's recompute) and the
     extra conditions (``sweep_variants``; none without a translator)."""
-    share = min(recent, operating_point) if operating_point is not None else 0.0
-    point = Variant(recompute=operating_point, selection=selection, recent=share)
+    point = _point(operating_point, selection, recent, attended)
     if "translated" not in translators:
         return point, {}
-    return point, sweep_variants(operating_point, sweep, recent, selection=selection, ablations=ablations)
+    extra = sweep_variants(operating_point, sweep, recent, selection=selection, ablations=ablations, attended=attended)
+    return point, extra
 
 
 @dataclass
@@ -273,6 +299,7 @@ def evaluate(
     operating_point: float | None = None,
     recent: float = 0.0,
     selection: str = DEFAULT_SELECTION,
+    attended: float = 0.0,
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
@@ -281,14 +308,15 @@ def evaluate(
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
     ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
-    translation, with ``recent`` of the context from its end and the rest by ``selection``); each
+    translation, with ``recent`` of the context from its end, ``attended`` read most by its native
+    tail, and the rest by ``selection``); each
     fraction of ``sweep`` adds a ``recompute@f`` condition and its timing, and ``ablations`` the
     simpler selections at the operating point. Samples already in the ``journal`` are not scored
     again; each newly scored one is added to it as soon as it is done. Without ``score``, nothing
     new is scored: the rows are those of the samples the journal holds (an interim report of a run
     still going on).
     """
-    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations)
+    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations, attended)
     timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
     journal = journal if journal is not None else Journal()
     rows, per_length = [], {}
@@ -310,7 +338,12 @@ def evaluate(
         if not records:
             continue
         length_rows, per_length[length] = _summarise(length, records, variants, timed)
-        per_length[length] |= {"recompute": operating_point, "recent": recent, "selection": selection}
+        per_length[length] |= {
+            "recompute": operating_point,
+            "recent": recent,
+            "attended": attended,
+            "selection": selection,
+        }
         rows += length_rows
     return EvalResult(rows, per_length)
 
@@ -385,6 +418,7 @@ def qa_accuracy(
     operating_point: float | None = None,
     recent: float = 0.0,
     selection: str = DEFAULT_SELECTION,
+    attended: float = 0.0,
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
@@ -393,7 +427,7 @@ def qa_accuracy(
     """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md); items already in the
     ``journal`` are not scored again. Without ``score``: over the items the journal holds
     (``qa_scored`` counts them); empty if it holds none."""
-    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations)
+    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations, attended)
     wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
     journal = journal if journal is not None else Journal()
     keys = qa_keys(items)
@@ -464,7 +498,8 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         f"# Translator evaluation: {meta.get('source')} -> {meta.get('target')}",
         "",
         f"Operating point: recompute fraction {meta.get('recompute')} (None: pure translation), "
-        f"of which the context's last {meta.get('recent', 0.0)} (`recent`). "
+        f"of which the context's last {meta.get('recent', 0.0)} (`recent`) and the share its native tail reads "
+        f"most {meta.get('attended', 0.0)} (`attended`). "
         "cost = translation incl. recompute / native prefill, same samples, same run "
         f"(per sample, each the fastest of {TIMING_REPEATS} back-to-back runs; median over samples).",
         "",

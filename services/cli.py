@@ -267,6 +267,12 @@ def train(
     recompute_recent: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Of --recompute, the share taken from the context's end.")
     ] = 0.0,
+    recompute_attended: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Of --recompute, the share the context's last tokens read most (their attention)."
+        ),
+    ] = 0.0,
     recompute_selection: Annotated[
         str | None,
         typer.Option(
@@ -420,6 +426,7 @@ def train(
         recall=recall,
         recompute=recompute,
         recompute_recent=recompute_recent,
+        recompute_attended=recompute_attended,
         recompute_selection=recompute_selection,
         through_recompute=through_recompute,
         content_focus=content_focus,
@@ -561,6 +568,15 @@ def evaluate(
             "or random (default: the card's recompute_selection)."
         ),
     ] = None,
+    attended: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Of the recompute fraction, the share of the context its last tokens read most (their attention "
+            "over the translated cache) instead of by the selection (default: the card's recompute_attended).",
+        ),
+    ] = None,
     sweep: Annotated[
         str, typer.Option(help="Comma-separated recompute fractions reported side by side (quality vs cost).")
     ] = "",
@@ -628,7 +644,10 @@ def evaluate(
     operating_point = translator.card.recompute_fraction if recompute is None else _fraction_or_none(recompute)
     recent = translator.card.recompute_recent if recent is None else recent
     selection = selection or translator.card.recompute_selection
+    attended = translator.card.recompute_attended if attended is None else attended
     knob = {"operating_point": operating_point, "recent": recent, "selection": selection}
+    if attended:  # journals written before the share existed are runs without it
+        knob["attended"] = attended
     knob["sweep"] = _fraction_list(sweep)
     knob["ablations"] = ablations
     settings = knob | {
@@ -662,6 +681,7 @@ def evaluate(
         "ridge_contexts": ridge_contexts,
         "recompute": operating_point,
         "recent": recent,
+        "attended": attended,
         "selection": selection,
         "sweep": knob["sweep"],
         "ablations": ablations,

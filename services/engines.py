@@ -357,7 +357,7 @@ class TargetEngine:
         Position 0 (BOS / attention sink) is always the target's own. At the translator's operating
         point the target also recomputes that share of the context over the translation (the last
         tokens of the context and the words the source found most surprising), once: the blended
-        cache is stored under its own key (translator version + selection + fraction + recent share).
+        cache is stored under its own key (translator version + selection + fraction + recent and attended shares).
         """
         deadline.check("translation")
         if self.recompute is None:
@@ -365,6 +365,8 @@ class TargetEngine:
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
         card = self.card  # its recompute_recent and recompute_selection complete the operating point
         version = f"{card.version}+{card.recompute_selection}{self.recompute:g}r{card.recompute_recent:g}"
+        if card.recompute_attended:
+            version += f"a{card.recompute_attended:g}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)
@@ -382,6 +384,8 @@ class TargetEngine:
                     self.recompute,
                     selection=card.recompute_selection,
                     recent=card.recompute_recent,
+                    attended=card.recompute_attended,
+                    tail_ids=ids[:, translated.seq_len :],
                 )
             with laps("encode+store"):
                 blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
@@ -389,10 +393,12 @@ class TargetEngine:
             with laps("decode"):
                 cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
             log.info(
-                "recomputed %.0f%% of %s natively (its last %.0f%%, the rest by %s) in %.3f s (%s)",
+                "recomputed %.0f%% of %s natively (its last %.0f%%, %.0f%% that its end reads, the rest by %s) "
+                "in %.3f s (%s)",
                 100 * self.recompute,
                 ctx[:12],
                 100 * card.recompute_recent,
+                100 * card.recompute_attended,
                 card.recompute_selection,
                 laps.total,
                 laps,

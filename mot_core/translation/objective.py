@@ -96,12 +96,14 @@ def translated_cache(
     recompute: float | None = None,
     selection: str = DEFAULT_SELECTION,
     recent: float = 0.0,
+    attended: float = 0.0,
 ) -> KVCache:
     """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
 
     ``recompute=None`` is pure translation; ``0.0`` is the same rows with every position in every
     layer (what a recompute starts from); ``f > 0`` also recomputes ``f`` of the tokens natively
-    (``recompute.blend``: the last ``recent`` of the context, the rest chosen by ``selection``).
+    (``recompute.blend``: the last ``recent`` of the context, the ``attended`` share its native tail
+    reads most, the rest chosen by ``selection``).
     """
     blended = recompute is not None
     aligned, first_layer = prepared.aligned_rows[: prepared.keep], _first_layer(translator, prepared)
@@ -111,7 +113,11 @@ def translated_cache(
     cache = rows_to_cache(
         rows, target.spec, ids, target.fingerprint.id, all_positions=blended, surprisal=prepared.surprisal
     )
-    return blend(target, cache, recompute, selection=selection, recent=recent) if blended else cache
+    if not blended:
+        return cache
+    return blend(
+        target, cache, recompute, selection=selection, recent=recent, attended=attended, tail_ids=prepared.tail_ids
+    )
 
 
 def operating_point_cache(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> KVCache:
@@ -124,6 +130,7 @@ def operating_point_cache(translator: CacheTranslator, prepared: PreparedSample,
         recompute=card.recompute_fraction,
         selection=card.recompute_selection,
         recent=card.recompute_recent,
+        attended=card.recompute_attended,
     )
 
 
@@ -139,6 +146,7 @@ def blended_cache(
     recompute: float,
     recent: float,
     selection: str = DEFAULT_SELECTION,
+    attended: float = 0.0,
 ) -> KVCache:
     """What the target loads at an operating point, differentiable in ``rows`` (from
     ``translated_rows(..., all_positions=True)``): the translated cache with ``recompute`` of the
@@ -157,7 +165,16 @@ def blended_cache(
         all_positions=True,
         surprisal=prepared.surprisal,
     )
-    return blend(target, cache, recompute, selection=selection, recent=recent, grad=True)
+    return blend(
+        target,
+        cache,
+        recompute,
+        selection=selection,
+        recent=recent,
+        attended=attended,
+        tail_ids=prepared.tail_ids,
+        grad=True,
+    )
 
 
 def continuation_logits(

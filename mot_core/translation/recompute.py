@@ -45,6 +45,13 @@ recent_probe.py), moving 2% of the context out of Qwen2.5's 15% word budget rais
 retention from 0.900 to 0.978 and lowered QA retention from 0.663 to 0.641 (300 items); moving 3%
 out of Gemma-3's 10% raised NLL retention from 0.690 to 0.903 and lowered QA retention from 0.462
 to 0.308.
+
+Another share can go to the positions the context's end reads (``attended``, the card's
+``recompute_attended``): the target runs its native tail (the context's last tokens, which it
+computes itself anyway) over the translated cache, and the positions those tokens attend to most
+are recomputed (``most_attended``; the observation window of SnapKV, Li et al., 2024). Out of the
+training register the translated rows are wrong nearly everywhere, and these are the ones a
+continuation will read (reports/experiments/attended-recompute).
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from dataclasses import replace
 
 import torch
 
-from mot_core.cache_ops import first_layer_kv, recompute_positions
+from mot_core.cache_ops import attention_to_cache, first_layer_kv, recompute_positions
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 
@@ -180,12 +187,16 @@ def blend(
     *,
     selection: str = DEFAULT_SELECTION,
     recent: float = 0.0,
+    attended: float = 0.0,
+    tail_ids: torch.Tensor | None = None,
     seed: int = 0,
     exact_first_layer: bool = False,
     grad: bool = False,
 ) -> KVCache:
     """``fraction`` of the tokens recomputed natively over the rest of the translated ``cache``:
-    the last ``recent`` of the context, and the rest by ``selection`` (``select_positions``).
+    the last ``recent`` of the context, the ``attended`` share its native tail reads most
+    (``most_attended``: ``tail_ids [1, m]`` are the context's tokens after the cache), and the
+    rest by ``selection`` (``select_positions``).
 
     ``cache`` holds every position in every layer (``all_positions``); the result has the same
     layout (``to_model_cache`` or ``trim_to_windows`` drop what sliding layers do not keep).
@@ -211,5 +222,27 @@ def blend(
             keys, values = list(cache.keys), list(cache.values)
             keys[0], values[0] = native_keys.to(keys[0].dtype).cpu(), native_values.to(values[0].dtype).cpu()
             cache = replace(cache, keys=keys, values=values)
-    positions = select_positions(scores, fraction, selection=selection, seed=seed, words=words, recent=recent)
+    if not 0.0 <= attended <= fraction - recent:
+        raise ValueError(f"need 0 <= attended <= fraction - recent, got {attended} of {fraction} (recent {recent})")
+    if attended and (tail_ids is None or tail_ids.shape[-1] == 0):
+        raise ValueError("an attended share needs the context's tokens after the cache (tail_ids, a native tail)")
+    positions = select_positions(
+        scores, fraction - attended, selection=selection, seed=seed, words=words, recent=recent
+    )
+    if attended:
+        count = min(round(fraction * cache.seq_len), cache.seq_len - 1) - positions.numel()
+        positions = torch.cat((positions, most_attended(target, cache, tail_ids, count, taken=positions)))
     return recompute_positions(target, cache, positions, grad=grad)
+
+
+def most_attended(
+    target: LoadedModel, cache: KVCache, tail_ids: torch.Tensor, count: int, *, taken: torch.Tensor
+) -> torch.Tensor:
+    """The ``count`` positions (position 0 and ``taken`` aside) that the tokens after ``cache`` attend
+    to most (``cache_ops.attention_to_cache``), over the cache as it stands."""
+    if count <= 0:
+        return torch.zeros(0, dtype=torch.long)
+    shares = attention_to_cache(target, cache, tail_ids)
+    shares[0] = -torch.inf
+    shares[taken] = -torch.inf
+    return shares.topk(min(count, cache.seq_len - 1 - taken.numel())).indices

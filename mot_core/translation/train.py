@@ -72,10 +72,11 @@ class Recipe:
     val_samples: int = 8
     seed: int = 0
     init: str = ""  # translator checkpoint to start from (fine-tuning), "" for a fresh one
-    # the operating point written to the card (TranslatorCard.recompute_fraction / recompute_recent);
-    # None keeps the ``init`` card's (a fresh translator has none: pure translation)
+    # the operating point written to the card (TranslatorCard.recompute_fraction / recompute_recent /
+    # recompute_attended); None keeps the ``init`` card's (a fresh translator has none: pure translation)
     recompute: float | None = None
     recompute_recent: float = 0.0
+    recompute_attended: float = 0.0
     recompute_selection: str | None = None  # None keeps the ``init`` card's (recompute.SELECTIONS)
     # the loss (and validation) on the cache after the target's recompute at that operating point
     # (objective.blended_cache), not on the pure translation
@@ -176,7 +177,13 @@ def sample_loss(
     if recipe.through_recompute:
         rows = translated_rows(translator, prepared, target, all_positions=True)
         cache = blended_cache(
-            target, rows, prepared, card.recompute_fraction, card.recompute_recent, card.recompute_selection
+            target,
+            rows,
+            prepared,
+            card.recompute_fraction,
+            card.recompute_recent,
+            card.recompute_selection,
+            attended=card.recompute_attended,
         )
         load = lambda: to_model_cache(target, cache)  # noqa: E731
     else:
@@ -312,7 +319,10 @@ def train_pair(
         translator = _new_translator(source, target, recipe, statistics())
     if recipe.recompute is not None:
         translator.card = replace(
-            translator.card, recompute_fraction=recipe.recompute, recompute_recent=recipe.recompute_recent
+            translator.card,
+            recompute_fraction=recipe.recompute,
+            recompute_recent=recipe.recompute_recent,
+            recompute_attended=recipe.recompute_attended,
         )
     if recipe.recompute_selection is not None:
         translator.card = replace(translator.card, recompute_selection=recipe.recompute_selection)

@@ -56,6 +56,8 @@ class TranslatorCard:
     # how the rest of the fraction is chosen (recompute.SELECTIONS); cards written before the
     # choice existed were measured with the default
     recompute_selection: str = DEFAULT_SELECTION
+    # of that fraction, the share the context's native tail reads most (recompute.most_attended)
+    recompute_attended: float = 0.0
     config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
     recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
     metrics: dict[str, Any] = field(default_factory=dict)  # measured on held-out data only
@@ -63,10 +65,17 @@ class TranslatorCard:
 
     def __post_init__(self) -> None:
         fraction = self.recompute_fraction
-        if fraction is not None and not 0.0 <= self.recompute_recent <= fraction <= 1.0:
+        shares = (self.recompute_recent, self.recompute_attended)
+        if fraction is not None and not (min(shares) >= 0.0 and sum(shares) <= fraction <= 1.0):
             raise MotError(
-                f"translator card {self.source_model}->{self.target_model}: need 0 <= recompute_recent <= "
-                f"recompute_fraction <= 1, got {self.recompute_recent} and {fraction}"
+                f"translator card {self.source_model}->{self.target_model}: need recompute_recent and "
+                f"recompute_attended >= 0, their sum <= recompute_fraction <= 1, got {self.recompute_recent}, "
+                f"{self.recompute_attended} and {fraction}"
+            )
+        if self.recompute_attended and self.native_tail < 1:
+            raise MotError(
+                f"translator card {self.source_model}->{self.target_model}: recompute_attended needs a native "
+                "tail (the tokens whose attention chooses the positions)"
             )
         if self.recompute_selection not in SELECTIONS:
             raise MotError(

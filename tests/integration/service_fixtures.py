@@ -37,7 +37,7 @@ def build_models_and_translator(root: Path) -> dict:
     return {"dirs": dirs, "translator": root / "ridge-llama-gemma3"}
 
 
-def first_layer_mixture(built: dict, out: Path, fraction: float, recent: float) -> Path:
+def first_layer_mixture(built: dict, out: Path, fraction: float, recent: float, attended: float = 0.0) -> Path:
     """A mixture translator source -> gemma3 that reads the target's own layer 0 (so the translator
     replica loads that layer), trained a few steps, shipping an operating point like the real ones."""
     source, target = _translated_pair(built["dirs"])
@@ -54,6 +54,7 @@ def first_layer_mixture(built: dict, out: Path, fraction: float, recent: float) 
         stats_samples=4,
         recompute=fraction,
         recompute_recent=recent,
+        recompute_attended=attended,
         first_layer_input=True,
     )
     train_pair(source, target, train, train[:2], recipe, out)

@@ -118,7 +118,7 @@ def served(service_models, tmp_path_factory):
     # this service runs a mixture translator that reads the target's layer 0, at an operating point:
     # the target recomputes a quarter of each context over the translation (tests/integration/
     # test_service.py covers the pure translation of a ridge map)
-    blended = first_layer_mixture(service_models, work / "mixture-recompute", 0.25, recent=0.1)
+    blended = first_layer_mixture(service_models, work / "mixture-recompute", 0.25, recent=0.1, attended=0.1)
     config = service_config(service_models, blended)
     (work / "service.yaml").write_text(yaml.safe_dump(config))
     env = {k: v for k, v in os.environ.items() if k not in ("MOT_REDIS_URL", "MOT_API_TOKEN")}
@@ -251,7 +251,7 @@ def test_sync_client_round_trip(served, client, models):
 
     # the served cache is the translation (its layer 0 the target's own, from the translator replica's
     # copy of that layer) with the target's own head, a quarter recomputed (a tenth of the context
-    # from its end), trimmed
+    # from its end, a tenth that its native tail reads most), trimmed
     source_lm, target_lm = load_model(served.config["source"]["name"]), models[translated]
     translator = load_translator(served.config["targets"][0]["translator"])
     assert translator.reads_first_layer
@@ -268,7 +268,10 @@ def test_sync_client_round_trip(served, client, models):
         target_first_layer=target_lm,
     ).cache
     raw = codec.decode(codec.encode(raw, "bfloat16"), dtype=torch.float32)  # as stored
-    blended = blend(target_lm, cache_ops.replace_head(target_lm, raw), 0.25, recent=0.1)
+    tail_ids = target_lm.tokenizer(text, return_tensors="pt")["input_ids"][:, raw.seq_len :]
+    assert tail_ids.shape[-1] == translator.card.native_tail
+    head = cache_ops.replace_head(target_lm, raw)
+    blended = blend(target_lm, head, 0.25, recent=0.1, attended=0.1, tail_ids=tail_ids)
     expected = cache_ops.trim_to_windows(blended, target_lm.spec)
     expected = codec.decode(codec.encode(expected, "bfloat16"), dtype=torch.float32)
     cache = cache.to(torch.float32)

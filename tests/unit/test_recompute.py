@@ -238,3 +238,48 @@ def test_error_selection_finds_and_fixes_the_worst_translated_tokens(tiny_lm):
     exact_first = blend(tiny_lm, translated, 0.0, selection="error", exact_first_layer=True)
     torch.testing.assert_close(exact_first.keys[0], native.keys[0], rtol=1e-5, atol=1e-5)
     assert torch.equal(exact_first.keys[-1], translated.keys[-1])
+
+
+def test_attention_to_cache_is_what_the_models_eager_attention_reads(tiny_lm):
+    """The shares come from the model's own attention probabilities (its eager implementation, run
+    over the whole text): this fails if a query norm, RoPE, scale, GQA group or sliding mask is missed."""
+    ids = _ids(tiny_lm)
+    keep, queries = ids.shape[-1] - 4, ids[:, -4:]
+    native = _full_native_cache(tiny_lm, ids[:, :keep])
+    shares = cache_ops.attention_to_cache(tiny_lm, native, queries)
+
+    implementation = tiny_lm.model.config._attn_implementation
+    tiny_lm.model.set_attn_implementation("eager")
+    try:
+        with torch.inference_mode():
+            attentions = tiny_lm.model(input_ids=ids, output_attentions=True).attentions
+    finally:
+        tiny_lm.model.set_attn_implementation(implementation)
+    expected = torch.zeros(keep)
+    for weights in attentions:  # [1, H, T, T]: the last 4 queries over the first keep positions
+        read = weights[0, :, keep:, 1:keep].float().sum((0, 1))
+        expected[1:] += read / read.sum()
+    torch.testing.assert_close(shares, expected, rtol=1e-4, atol=1e-5)
+    assert shares[0] == 0 and shares.sum().item() == pytest.approx(tiny_lm.spec.num_layers, rel=1e-4)
+
+
+def test_an_attended_share_recomputes_what_the_native_tail_reads_most(tiny_lm):
+    """The budget stays ``round(fraction * T)``: the recent share, the selection's positions, and the
+    attended share filled with the positions the tail reads most among those not yet chosen."""
+    ids = _ids(tiny_lm)
+    keep = ids.shape[-1] - 3
+    native = _full_native_cache(tiny_lm, ids[:, :keep])
+    corrupted = _corrupt(native, torch.arange(1, keep), seed=3)
+    tail = ids[:, keep:]
+    blended = blend(tiny_lm, corrupted, 0.5, selection="random", recent=0.1, attended=0.2, tail_ids=tail)
+    changed = (blended.keys[-1] != corrupted.keys[-1]).any(-1).any(1)[0]  # [T]: recomputed positions
+    chosen = select_positions(torch.zeros(keep), 0.3, selection="random", recent=0.1)
+    shares = cache_ops.attention_to_cache(tiny_lm, corrupted, tail)
+    shares[0], shares[chosen] = -torch.inf, -torch.inf
+    read_most = shares.topk(round(0.5 * keep) - chosen.numel()).indices
+    assert changed.nonzero().flatten().tolist() == sorted(chosen.tolist() + read_most.tolist())
+    assert changed.sum() == round(0.5 * keep) and not set(read_most.tolist()) & set(chosen.tolist())
+    with pytest.raises(ValueError, match="tail_ids"):
+        blend(tiny_lm, corrupted, 0.5, selection="random", attended=0.2)
+    with pytest.raises(ValueError, match="attended"):
+        blend(tiny_lm, corrupted, 0.5, selection="random", recent=0.4, attended=0.2, tail_ids=tail)

@@ -752,6 +752,16 @@ def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
     assert "phrases@0.1" not in sweep_variants(0.1, [], 0.03)  # a words point is not ablated by a finer one
 
 
+def test_an_attended_operating_point_is_ablated_without_its_share():
+    from mot_core.evaluation import sweep_variants
+
+    variants = sweep_variants(0.1, [0.2, 0.04], 0.03, selection="phrases", attended=0.03)
+    assert variants["no-attended@0.1"].attended == 0.0 and variants["no-attended@0.1"].recent == 0.03
+    assert variants["words@0.1"].attended == 0.03 and variants["recompute@0.2"].attended == 0.03
+    assert variants["recompute@0.04"].attended == pytest.approx(0.01)  # what fits after the recent share
+    assert variants["phrases-only@0.1"].attended == 0.0 and variants["recent-only@0.1"].attended == 0.0
+
+
 def test_card_refuses_a_recent_share_beyond_its_fraction():
     """The share from the end is part of the recompute fraction: a card that says otherwise fails
     when it is loaded, not on the first request that recomputes."""
@@ -765,6 +775,12 @@ def test_card_refuses_a_recent_share_beyond_its_fraction():
     assert card.recompute_selection == "words"  # cards written before the field: what they were measured with
     with pytest.raises(MotError, match="recompute_selection"):
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_selection="names")
+    shares = dict(recompute_fraction=0.1, recompute_recent=0.03)
+    assert TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", 4, recompute_attended=0.07, **shares)
+    with pytest.raises(MotError, match="recompute_attended"):  # with the recent share, more than the fraction
+        TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", 4, recompute_attended=0.08, **shares)
+    with pytest.raises(MotError, match="native tail"):  # its positions are chosen by the tail's attention
+        TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", 0, recompute_attended=0.03, **shares)
 
 
 def test_the_target_first_layer_input_starts_where_the_translator_was(tmp_path, pair, samples):

@@ -1,0 +1,111 @@
+"""Probe (exploration, before ``mot_core`` had it): recompute what the context's native tail reads.
+
+Per sample, the shipped operating point (``op``), 3% more by the card's own selection (``more``),
+``op`` plus 3% chosen by the attention of the native tail over the raw translated cache (``attn``),
+and the same 3% taken out of the phrase budget (``swap``, the cost of ``op``). The attention is
+read with the model's eager implementation (``mot_core.cache_ops.attention_to_cache`` later
+computes the same shares from each attention module's own projections; its test checks them
+against eager attention). Retention and content gain as ``../through-recompute/compare.py``.
+
+    python reports/experiments/attended-recompute/probe.py -t gemma3-270m \
+        --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 12 --seed 1031 --out gemma3/probe-moby-dick.json
+"""
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
+from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
+
+import mot_core.translation.recompute as recompute  # noqa: E402
+from mot_core.cache_ops import to_model_cache  # noqa: E402
+from mot_core.loading import load_model  # noqa: E402
+from mot_core.translation.objective import operating_point_cache, translated_cache  # noqa: E402
+from mot_core.translation.translator import load_translator  # noqa: E402
+from services.engines import resolve_translator_path  # noqa: E402
+
+ATTENDED: dict = {}  # while set: "shares" [T] and "extra" (a share of the context) to add by attention
+_recompute_positions = recompute.recompute_positions
+
+
+def _with_attended(target, cache, positions, grad=False):
+    """``recompute_positions`` with the ``ATTENDED`` extra positions (most read, not yet chosen) added."""
+    if ATTENDED:
+        shares = ATTENDED["shares"].clone()
+        shares[positions], shares[0] = -1.0, -1.0
+        chosen = shares.topk(round(ATTENDED["extra"] * cache.seq_len)).indices
+        positions = torch.unique(torch.cat((positions, chosen)))
+    return _recompute_positions(target, cache, positions, grad=grad)
+
+
+recompute.recompute_positions = _with_attended
+
+
+@torch.no_grad()
+def attention_shares(target, translator, prepared) -> torch.Tensor:
+    """``[keep]``: per layer, each cached position's share of what the native tail reads (over the
+    raw translation), summed over layers."""
+    model_cache = to_model_cache(target, translated_cache(translator, prepared, target, recompute=0.0))
+    implementation = target.model.config._attn_implementation
+    target.model.set_attn_implementation("eager")
+    try:
+        tail = prepared.tail_ids.to(target.device)
+        attentions = target.model(input_ids=tail, cache=model_cache, use_cache=True, output_attentions=True).attentions
+    finally:
+        target.model.set_attn_implementation(implementation)
+    keep, shares = prepared.keep, torch.zeros(prepared.keep)
+    for weights in attentions:  # [1, H, q, kept + q]; sliding layers keep only their window
+        kept = weights.shape[-1] - weights.shape[-2]
+        read = weights[0, :, :, :kept].float().sum((0, 1))
+        shares[keep - kept :] += read / (read[1:] if kept == keep else read).sum().clamp_min(1e-9)
+    return shares
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-t", "--target", required=True)
+    parser.add_argument("--checkpoint", help="default: the shipped translator")
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--samples", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=1031)
+    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser.add_argument("--extra", type=float, default=0.03)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    source, target = load_model("smollm2-135m"), load_model(args.target)
+    shipped = load_translator(args.checkpoint or resolve_translator_path(f"smollm2-135m__{target.name}"))
+    more, swap = copy.deepcopy(shipped), copy.deepcopy(shipped)
+    more.card.recompute_fraction += args.extra
+    swap.card.recompute_fraction -= args.extra
+
+    def conditions_of(p, other) -> dict:
+        caches = {}
+        for suffix, q in (("", p), ("/deranged", other)):
+            ATTENDED.clear()
+            caches["op" + suffix] = operating_point_cache(shipped, q, target)
+            caches["more" + suffix] = operating_point_cache(more, q, target)
+            ATTENDED.update(shares=attention_shares(target, shipped, q), extra=args.extra)
+            caches["attn" + suffix] = operating_point_cache(shipped, q, target)
+            caches["swap" + suffix] = operating_point_cache(swap, q, target)
+        ATTENDED.clear()
+        return caches
+
+    samples = corpus_samples(args, source.tokenizer)
+    nll = score_conditions(source, target, samples, shipped.card.native_tail, conditions_of)
+    scores = {name: content_scores(nll, name) for name in ("op", "more", "attn", "swap")}
+    for name, s in scores.items():
+        print(
+            f"{name:6} retention {s['retention']:.3f} deranged {s['deranged']:.3f} content gain {s['content_gain']:.3f}"
+        )
+    if args.out:
+        settings = {k: str(v) for k, v in vars(args).items()}
+        args.out.write_text(json.dumps({"args": settings, "nll": nll, **scores}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
