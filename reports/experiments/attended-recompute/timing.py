@@ -1,0 +1,59 @@
+"""Cost of the operating points side by side: translation (alignment, translator, head, recompute
+and, with an attended share, the native tail's observation pass; loading into the model) over the
+target's native prefill, per sample the fastest of ``evaluation.TIMING_REPEATS`` runs each, as
+``mot eval`` times them; medians over samples. Run it on an idle machine.
+
+    python reports/experiments/attended-recompute/timing.py -t gemma3-270m --samples 5
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
+from compare import corpus_samples  # noqa: E402
+
+from mot_core.evaluation import Variant, time_translation  # noqa: E402
+from mot_core.loading import load_model  # noqa: E402
+from mot_core.paths import mot_home  # noqa: E402
+from mot_core.translation.objective import prepare  # noqa: E402
+from mot_core.translation.translator import load_translator  # noqa: E402
+from services.engines import resolve_translator_path  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-t", "--target", required=True)
+    parser.add_argument("--corpus", type=Path, default=mot_home() / "data/sotu/validation.jsonl")
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser.add_argument("--attended", type=float, default=0.03, help="the attended share of A and B")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    source, target = load_model("smollm2-135m"), load_model(args.target)
+    translator = load_translator(resolve_translator_path(f"smollm2-135m__{target.name}"))
+    card = translator.card
+    fraction, recent, selection = card.recompute_fraction, card.recompute_recent, card.recompute_selection
+    variants = {
+        "shipped": Variant(recompute=fraction, selection=selection, recent=recent),
+        "A": Variant(recompute=fraction, selection=selection, recent=recent, attended=args.attended),
+        "B": Variant(recompute=fraction, selection=selection, attended=recent),
+    }
+    ratios: dict[str, list[float]] = {name: [] for name in variants}
+    for sample in corpus_samples(args, source.tokenizer):
+        prepared = prepare(source, target, sample, 64, card.native_tail)
+        native_s, translate_s = time_translation(source, target, translator, prepared, sample.context, variants)
+        for name, seconds in translate_s.items():
+            ratios[name].append(seconds / native_s)
+        print({name: round(r[-1], 4) for name, r in ratios.items()}, f"native {native_s:.3f} s", flush=True)
+    medians = {name: statistics.median(r) for name, r in ratios.items()}
+    print("median translation / native prefill:", {name: round(m, 4) for name, m in medians.items()})
+    if args.out:
+        args.out.write_text(json.dumps({"samples": args.samples, "ratios": ratios, "medians": medians}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
