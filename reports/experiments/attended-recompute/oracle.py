@@ -6,7 +6,6 @@ what the class's share of the context costs): it says whether the class's own ro
         --corpus out/eval-other-prose/qa_dev_contexts.txt --samples 12 --seed 1031
 """
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -15,13 +14,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
-from tokens import klass  # noqa: E402
+from tokens import klass, models_and_translator, sample_parser  # noqa: E402
 
 import mot_core.translation.recompute as recompute  # noqa: E402
-from mot_core.loading import load_model  # noqa: E402
 from mot_core.translation.objective import operating_point_cache  # noqa: E402
-from mot_core.translation.translator import load_translator  # noqa: E402
-from services.engines import resolve_translator_path  # noqa: E402
 
 EXTRA: list[torch.Tensor] = []  # while set: positions recomputed on top of the operating point's
 _recompute_positions = recompute.recompute_positions
@@ -37,17 +33,10 @@ recompute.recompute_positions = _with_extra
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-t", "--target", required=True)
-    parser.add_argument("--checkpoint", help="default: the shipped translator")
-    parser.add_argument("--corpus", type=Path, required=True)
-    parser.add_argument("--samples", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=1031)
-    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser = sample_parser(__doc__)
     parser.add_argument("--classes", default="sp+punct", help="comma-separated tokens.klass names")
     args = parser.parse_args()
-    source, target = load_model("smollm2-135m"), load_model(args.target)
-    translator = load_translator(args.checkpoint or resolve_translator_path(f"smollm2-135m__{target.name}"))
+    source, target, translator = models_and_translator(args)
     classes, shares = args.classes.split(","), []
 
     def of_class(p) -> torch.Tensor:

@@ -11,7 +11,6 @@ against eager attention). Retention and content gain as ``../through-recompute/c
         --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 12 --seed 1031 --out gemma3/probe-moby-dick.json
 """
 
-import argparse
 import copy
 import json
 import sys
@@ -21,13 +20,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
+from tokens import models_and_translator, sample_parser  # noqa: E402
 
 import mot_core.translation.recompute as recompute  # noqa: E402
 from mot_core.cache_ops import to_model_cache  # noqa: E402
-from mot_core.loading import load_model  # noqa: E402
 from mot_core.translation.objective import operating_point_cache, translated_cache  # noqa: E402
-from mot_core.translation.translator import load_translator  # noqa: E402
-from services.engines import resolve_translator_path  # noqa: E402
 
 ATTENDED: dict = {}  # while set: "shares" [T] and "extra" (a share of the context) to add by attention
 _recompute_positions = recompute.recompute_positions
@@ -67,18 +64,11 @@ def attention_shares(target, translator, prepared) -> torch.Tensor:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-t", "--target", required=True)
-    parser.add_argument("--checkpoint", help="default: the shipped translator")
-    parser.add_argument("--corpus", type=Path, required=True)
-    parser.add_argument("--samples", type=int, default=12)
-    parser.add_argument("--seed", type=int, default=1031)
-    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser = sample_parser(__doc__)
     parser.add_argument("--extra", type=float, default=0.03)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    source, target = load_model("smollm2-135m"), load_model(args.target)
-    shipped = load_translator(args.checkpoint or resolve_translator_path(f"smollm2-135m__{target.name}"))
+    source, target, shipped = models_and_translator(args)
     more, swap = copy.deepcopy(shipped), copy.deepcopy(shipped)
     more.card.recompute_fraction += args.extra
     swap.card.recompute_fraction -= args.extra

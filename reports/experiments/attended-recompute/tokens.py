@@ -48,18 +48,30 @@ def klass(piece: str) -> str:
     return "word" if piece.startswith(" ") else "subword"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def sample_parser(description: str) -> argparse.ArgumentParser:
+    """The options every script here takes: the target, its translator, and the samples that
+    ``compare.corpus_samples`` cuts (12 at 1024 tokens; ``--seed 1031``: an acceptance run's first)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-t", "--target", required=True)
     parser.add_argument("--checkpoint", help="default: the shipped translator")
     parser.add_argument("--corpus", type=Path, required=True)
     parser.add_argument("--samples", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1031)
     parser.add_argument("--context-tokens", type=int, default=1024)
+    return parser
+
+
+def models_and_translator(args: argparse.Namespace) -> tuple:
+    """Source, target and the translator ``--checkpoint`` names (the shipped one by default)."""
+    source, target = load_model("smollm2-135m"), load_model(args.target)
+    return source, target, load_translator(args.checkpoint or resolve_translator_path(f"smollm2-135m__{target.name}"))
+
+
+def main() -> None:
+    parser = sample_parser(__doc__)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    source, target = load_model("smollm2-135m"), load_model(args.target)
-    translator = load_translator(args.checkpoint or resolve_translator_path(f"smollm2-135m__{target.name}"))
+    source, target, translator = models_and_translator(args)
     samples = corpus_samples(args, source.tokenizer)
     rows = []
     prepare_one = lambda s: prepare(source, target, s, 64, translator.card.native_tail)  # noqa: E731
