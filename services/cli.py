@@ -645,6 +645,8 @@ def evaluate(
     recent = translator.card.recompute_recent if recent is None else recent
     selection = selection or translator.card.recompute_selection
     attended = translator.card.recompute_attended if attended is None else attended
+    if attended and translator.card.native_tail < 1:
+        raise typer.BadParameter("--attended needs a translator with a native tail (its tokens choose the positions)")
     knob = {"operating_point": operating_point, "recent": recent, "selection": selection}
     if attended:  # journals written before the share existed are runs without it
         knob["attended"] = attended
