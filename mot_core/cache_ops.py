@@ -266,9 +266,9 @@ def attention_to_cache(lm: LoadedModel, cache: KVCache, query_ids: torch.Tensor)
     ``1..`` (position 0, the attention sink, takes much of it and says nothing about the context),
     summed over layers. What a context's last tokens read is what its continuation will read (the
     observation window of SnapKV, Li et al., 2024). ``cache`` must hold every position in every
-    layer (as for ``recompute_positions``). The weights are computed from each attention module's
-    own query projection, norm, RoPE, scale and mask, so the forward pass keeps whatever attention
-    implementation the model runs with.
+    layer (as for ``recompute_positions``). The weights are recomputed in a hook from each attention
+    module's own query projection, norm and RoPE by the architecture's eager attention, so the
+    forward pass keeps whatever attention implementation the model runs with.
     """
     seq_len, count = cache.seq_len, query_ids.shape[-1]
     positions = torch.arange(seq_len, seq_len + count)
@@ -276,7 +276,7 @@ def attention_to_cache(lm: LoadedModel, cache: KVCache, query_ids: torch.Tensor)
     shares = torch.zeros(seq_len)
 
     def record(module, args, kwargs, output) -> None:
-        weights = _attention_weights(module, kwargs, model_cache.layers[module.layer_idx].keys)
+        weights = _attention_weights(module, kwargs, model_cache.layers[module.layer_idx])
         read = weights[..., 1:seq_len].sum((0, 1, 2)).float().cpu()  # over batch, heads, queries
         shares[1:] += read / read.sum().clamp_min(1e-12)
 
@@ -296,23 +296,23 @@ def attention_to_cache(lm: LoadedModel, cache: KVCache, query_ids: torch.Tensor)
     return shares
 
 
-def _attention_weights(module: torch.nn.Module, inputs: dict, keys: torch.Tensor) -> torch.Tensor:
+def _attention_weights(module: torch.nn.Module, inputs: dict, layer) -> torch.Tensor:
     """``[B, H, m, S]`` attention probabilities of an attention module's call, from its inputs and its
-    layer's keys (post-RoPE, the fresh ones included), as its eager implementation computes them."""
+    layer's cached keys/values (the fresh ones included), by the architecture's own eager attention."""
+    modeling = sys.modules[type(module).__module__]
     hidden = inputs["hidden_states"]
     query = module.q_proj(hidden).view(*hidden.shape[:-1], -1, module.head_dim).transpose(1, 2)
     if hasattr(module, "q_norm"):  # Gemma-3, Qwen3: RMS norm of each query head
         query = module.q_norm(query)
-    cos, sin = inputs["position_embeddings"]
-    query, _ = sys.modules[type(module).__module__].apply_rotary_pos_emb(query, query, cos, sin)
-    keys = keys.repeat_interleave(query.shape[1] // keys.shape[1], dim=1)
-    logits = (query @ keys.transpose(2, 3)).float() * module.scaling
-    softcap = getattr(module, "attn_logit_softcapping", None)
-    if softcap is not None:
-        logits = torch.tanh(logits / softcap) * softcap
+    query, _ = modeling.apply_rotary_pos_emb(query, query, *inputs["position_embeddings"])
     mask = inputs["attention_mask"]
-    logits = logits.masked_fill(~mask, -torch.inf) if mask.dtype == torch.bool else logits + mask.float()
-    return logits.softmax(-1)
+    if mask.dtype == torch.bool:  # the sdpa form: eager attention adds its mask to the logits
+        mask = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, torch.finfo(torch.float32).min)
+    softcap = getattr(module, "attn_logit_softcapping", None)  # Gemma-2's eager takes it, the others ignore it
+    _, weights = modeling.eager_attention_forward(
+        module, query, layer.keys, layer.values, mask, scaling=module.scaling, softcap=softcap
+    )
+    return weights
 
 
 def trim_to_windows(cache: KVCache, spec: ArchSpec) -> KVCache:
