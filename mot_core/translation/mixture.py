@@ -194,6 +194,8 @@ class MixtureTranslator(CacheTranslator):
         primary = mixed[:, 0]  # [l, T, Fs]
         gate_logits = torch.bmm(primary, router)  # [l, T, E]
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)
+        if not torch.is_grad_enabled() and primary.device.type == "cpu":
+            return _add_routed_experts(out, primary, top_idx, top_val.softmax(-1), w_in, w_out, gate_logits.shape[-1])
         gates = torch.zeros_like(gate_logits).scatter(-1, top_idx, top_val.softmax(-1))  # k nonzero per token
         experts = gates.shape[-1]
         h = F.gelu(torch.bmm(primary, w_in))
@@ -249,6 +251,44 @@ class MixtureTranslator(CacheTranslator):
         if self.exact_first_layer:  # layer 0 sees only its token: the target's own rows are exact
             rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
+
+
+def _add_routed_experts(
+    out: torch.Tensor,
+    primary: torch.Tensor,
+    top_idx: torch.Tensor,
+    top_weights: torch.Tensor,
+    w_in: torch.Tensor,
+    w_out: torch.Tensor,
+    experts: int,
+) -> torch.Tensor:
+    """``out [l, T, Ft]`` plus each token's ``top_idx [l, T, k]`` experts only (``top_weights``
+    their gates), in place: what ``_layers``' dense product computes, to float rounding, with k/E
+    of its expert multiply-adds.
+
+    The dense product runs every expert on every token and zeroes the unchosen ones, which suits a
+    GPU (a few large kernels, no gathers) and autograd. On a CPU the multiply-adds are the time: on
+    the 2-core AVX2 reference CPU (no bfloat16, float32 matmuls), 2 of 4 experts take Gemma-3's at
+    1024 tokens from 0.160 s to 0.091 s and Qwen2.5's from 0.166 s to 0.094 s. Per target layer the
+    (token, expert) pairs are sorted by expert, so that each expert is one matmul over its tokens.
+    """
+    count, _, top_k = top_idx.shape
+    w_in = w_in.view(count, w_in.shape[1], experts, -1)  # [l, Fs, E, H]
+    w_out = w_out.view(count, experts, -1, w_out.shape[-1])  # [l, E, H, Ft]
+    for layer in range(count):
+        chosen = top_idx[layer].reshape(-1)
+        order = chosen.argsort(stable=True)
+        tokens = order // top_k
+        rows = primary[layer].index_select(0, tokens)
+        gates = top_weights[layer].reshape(-1)[order, None]
+        parts, start = [], 0
+        for expert, size in enumerate(torch.bincount(chosen, minlength=experts).tolist()):
+            if size:
+                h = F.gelu(rows[start : start + size] @ w_in[layer, :, expert]) * gates[start : start + size]
+                parts.append(h @ w_out[layer, expert])
+            start += size
+        out[layer].index_add_(0, tokens, torch.cat(parts).to(out.dtype))
+    return out
 
 
 def _spread_mixtures(target_layers: int, mixes: int, source_layers: int) -> torch.Tensor:

@@ -715,23 +715,26 @@ def test_mixture_computes_its_formula_per_token():
     assert kept_everywhere[0, 1].abs().sum() > 0  # every position of the sliding layers too
     torch.testing.assert_close(kept_everywhere[4:], expected[4:], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(kept_everywhere[:, [0, 2]], expected[:, [0, 2]], rtol=1e-4, atol=1e-4)
-    # serving (no autograd) standardises in place, training keeps the graph: the same bits either way
+    # serving (no autograd) standardises in place and runs each token's chosen experts only
+    # (_add_routed_experts); training keeps the graph and runs them all, gated: the same formula
     with torch.no_grad():
         serving = translator.predict_rows(aligned)
     training = translator.predict_rows(aligned)
     assert training.requires_grad
-    assert torch.equal(serving, training.detach())
-    # under autocast, serving keeps its weights cast between calls: the same operands as autocast's
-    # own casts on every call, and a parameter changed in place (an optimiser step) is cast again
+    torch.testing.assert_close(training.detach(), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(serving, training.detach(), rtol=1e-5, atol=1e-5)
+    # under autocast, serving keeps its weights cast between calls (the same operands as autocast's
+    # own casts on every call), and a parameter changed in place (an optimiser step) is cast again
     with torch.autocast("cpu", dtype=torch.bfloat16):
         with torch.no_grad():
             kept_cast = translator.predict_rows(aligned)
-        assert torch.equal(kept_cast, translator.predict_rows(aligned).detach())
+            assert torch.equal(kept_cast, translator.predict_rows(aligned))
+        torch.testing.assert_close(kept_cast, training.detach(), rtol=0.05, atol=0.1)
         with torch.no_grad():
             translator.w_out.mul_(2)
             after_step = translator.predict_rows(aligned)
         assert not torch.equal(after_step, kept_cast)
-        assert torch.equal(after_step, translator.predict_rows(aligned).detach())
+        torch.testing.assert_close(after_step, translator.predict_rows(aligned).detach(), rtol=0.05, atol=0.1)
 
 
 def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
