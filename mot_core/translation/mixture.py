@@ -71,7 +71,7 @@ class MixtureTranslator(CacheTranslator):
             self.first_layer_map = nn.Parameter(torch.zeros(lt, ft, ft))
             self.register_buffer("first_layer_mean", torch.zeros(ft))
             self.register_buffer("first_layer_std", torch.ones(ft))
-        # serving copies cast under autocast: (parameter state, {(layers, dtype): weights})
+        # serving copies of the weights, output scale folded in: (state, {(layers, dtype): weights})
         self._cast: tuple[tuple, dict] | None = None
 
     @classmethod
@@ -146,47 +146,57 @@ class MixtureTranslator(CacheTranslator):
 
     def _layer_weights(self, layers: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The weights of target ``layers`` in the layout ``_layers`` multiplies them in:
-        ``base [l, M, Fs, Ft]``, ``router [l, Fs, E]``, ``w_in [l, Fs, E*H]``, ``w_out [l, E*H, Ft]``
-        and, when it reads the target's layer 0, ``first_layer_map [l, Ft, Ft]``."""
+        ``bias [l, Ft]``, ``base [l, M, Fs, Ft]``, ``router [l, Fs, E]``, ``w_in [l, Fs, E*H]``,
+        ``w_out [l, E*H, Ft]`` and, when it reads the target's layer 0, ``first_layer_map [l, Ft, Ft]``."""
         count, (experts, width, hidden) = len(layers), self.w_in.shape[1:]
         w_in = self.w_in[layers].permute(0, 2, 1, 3).reshape(count, width, experts * hidden)
         w_out = self.w_out[layers].reshape(count, experts * hidden, -1)
-        weights = (self.base[layers], self.router[layers], w_in, w_out)
+        weights = (self.base_bias[layers], self.base[layers], self.router[layers], w_in, w_out)
         return weights + (self.first_layer_map[layers],) if self.reads_first_layer else weights
 
     def _serving_weights(self, layers: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``_layer_weights``, kept already cast while serving under autocast.
+        """``_layer_weights`` for serving: the target's output scale and mean folded into the maps
+        that write the rows (``bias * std + mean``, ``map * std``), so the rows come out in the
+        target's units with no pass over them, and kept between calls in the autocast dtype.
 
-        Autocast would gather and cast the ~50 MB of weights again on every call (~0.015 s of a
-        Gemma-3 translation at 1024 tokens on the 2-core reference CPU); casting them once gives
-        the matmuls the same operands. The copy is remade when a parameter changes in place
-        (its version counter) or moves (its storage).
+        Gathering, laying out and casting the ~50 MB of weights on every call cost ~0.015 s of a
+        Gemma-3 translation at 1024 tokens, and scaling the rows afterwards about as much, on the
+        2-core reference CPU. The copy is remade when a parameter or buffer changes in place (its
+        version counter) or moves (its storage).
         """
         device = layers.device.type
-        if torch.is_grad_enabled() or not torch.is_autocast_enabled(device):
-            return self._layer_weights(layers)
-        dtype = torch.get_autocast_dtype(device)
-        state = tuple((p._version, p.data_ptr()) for p in self.parameters())
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else self.base.dtype
+        tensors = (*self.parameters(), *self.buffers())
+        state = tuple((t._version, t.data_ptr()) for t in tensors)
         kept = self._cast
         if kept is None or kept[0] != state:
             kept = self._cast = (state, {})  # replaced whole: a concurrent call keeps the one it read
         key = (tuple(layers.tolist()), dtype)
         weights = kept[1].get(key)
         if weights is None:
-            weights = kept[1][key] = tuple(w.to(dtype) for w in self._layer_weights(layers))
+            bias, base, router, w_in, w_out, *first_layer_map = self._layer_weights(layers)
+            std, mean = self.target_std[layers], self.target_mean[layers]
+            bias = bias * std + mean
+            base, w_out = base * std[:, None, None], w_out * std[:, None]
+            first_layer_map = [w * std[:, None] for w in first_layer_map]
+            weights = (bias, *(w.to(dtype) for w in (base, router, w_in, w_out, *first_layer_map)))
+            kept[1][key] = weights
         return weights
 
     def _layers(self, mixed: torch.Tensor, layers: torch.Tensor, tokens: torch.Tensor | None) -> torch.Tensor:
         """``mixed [l, M, T, Fs]`` (and the standardised layer-0 rows ``tokens [T, Ft]`` of the
-        target, if it reads them) for target ``layers`` -> standardised rows ``[l, T, Ft]``.
+        target, if it reads them) for target ``layers`` -> rows ``[l, T, Ft]`` in the target's units.
 
         Layer-major throughout, so every product is a batched matmul over target layers with no
         transposed copy of ``mixed`` (at 1024 tokens it is ~150 MB: copying it cost more than the
-        matmuls). The experts are gated before their output map, so all of them take one matmul.
+        matmuls). Training runs every expert on every token, gated, in one matmul; serving on a CPU
+        runs each token's chosen ones (``_add_routed_experts``).
         """
         count, mixes, seq_len, _ = mixed.shape
-        base, router, w_in, w_out, *first_layer_map = self._serving_weights(layers)
-        out = self.base_bias[layers][:, None].expand(count, seq_len, -1)
+        serving = not torch.is_grad_enabled()
+        weights = self._serving_weights(layers) if serving else self._layer_weights(layers)
+        bias, base, router, w_in, w_out, *first_layer_map = weights
+        out = bias[:, None].expand(count, seq_len, -1)
         for m in range(mixes):
             out = torch.baddbmm(out, mixed[:, m], base[:, m])
         if tokens is not None:
@@ -194,13 +204,16 @@ class MixtureTranslator(CacheTranslator):
         primary = mixed[:, 0]  # [l, T, Fs]
         gate_logits = torch.bmm(primary, router)  # [l, T, E]
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)
-        if not torch.is_grad_enabled() and primary.device.type == "cpu":
+        if serving and primary.device.type == "cpu":
             return _add_routed_experts(out, primary, top_idx, top_val.softmax(-1), w_in, w_out, gate_logits.shape[-1])
         gates = torch.zeros_like(gate_logits).scatter(-1, top_idx, top_val.softmax(-1))  # k nonzero per token
         experts = gates.shape[-1]
         h = F.gelu(torch.bmm(primary, w_in))
         gated = (h.view(count, seq_len, experts, -1) * gates[..., None]).view(count, seq_len, -1)
-        return torch.baddbmm(out, gated, w_out)
+        out = torch.baddbmm(out, gated, w_out)
+        if serving:  # the output scale is in the serving weights
+            return out
+        return out * self.target_std[layers, None] + self.target_mean[layers, None]
 
     def _standardised_layer_major(self, aligned: torch.Tensor) -> torch.Tensor:
         """``aligned [T, Ls, Fs]`` standardised, as ``[Ls, T, Fs]`` contiguous.
@@ -245,9 +258,8 @@ class MixtureTranslator(CacheTranslator):
             mixed = (weights @ source.reshape(source.shape[0], -1)).view(len(layers), self.mixes, kept, -1)
             kept_tokens = None if tokens is None else tokens[seq_len - kept :]
             pred = self._layers(mixed, layers, kept_tokens)
-            pred = pred * self.target_std[layers, None] + self.target_mean[layers, None]
             positions = torch.arange(seq_len - kept, seq_len, device=x.device)
-            rows = rows.index_put((layers[:, None], positions[None]), pred)
+            rows = rows.index_put((layers[:, None], positions[None]), pred.to(rows.dtype))
         if self.exact_first_layer:  # layer 0 sees only its token: the target's own rows are exact
             rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
