@@ -245,22 +245,29 @@ class MixtureTranslator(CacheTranslator):
         if self.reads_first_layer:
             tokens = (first_layer.to(x.dtype) - self.first_layer_mean) / self.first_layer_std
         mix = self.layer_logits.softmax(-1)  # [Lt, M, Ls]
-        rows = aligned.new_zeros(self.target_mean.shape[0], seq_len, self.target_mean.shape[1])  # [Lt, T, Ft]
+        target_layers, target_width = self.target_mean.shape
+        rows = None  # [Lt, T, Ft]
         exact = {0} if self.exact_first_layer else set()  # layers the target gives exactly
-        for window in sorted({w for w in self.target_windows}, key=lambda w: (w is not None, w or 0)):
-            predicted = [i for i, w in enumerate(self.target_windows) if w == window and i not in exact]
+        kept_of = [seq_len if w is None or all_positions else min(seq_len, w - 1) for w in self.target_windows]
+        for kept in sorted(set(kept_of), reverse=True):  # the layers that keep the same positions, together
+            predicted = [i for i, k in enumerate(kept_of) if k == kept and i not in exact]
             if not predicted:
                 continue
             layers = torch.tensor(predicted, device=x.device)
-            kept = seq_len if window is None or all_positions else min(seq_len, window - 1)
             source = x[:, seq_len - kept :]
             weights = mix[layers].reshape(-1, source.shape[0])  # [l*M, Ls]
             mixed = (weights @ source.reshape(source.shape[0], -1)).view(len(layers), self.mixes, kept, -1)
             kept_tokens = None if tokens is None else tokens[seq_len - kept :]
-            pred = self._layers(mixed, layers, kept_tokens)
+            pred = self._layers(mixed, layers, kept_tokens).to(aligned.dtype)
+            if len(predicted) == target_layers and kept == seq_len:
+                rows = pred  # every layer, every position (no sliding layers, or all_positions): no copy
+                continue
+            if rows is None:
+                rows = aligned.new_zeros(target_layers, seq_len, target_width)
             positions = torch.arange(seq_len - kept, seq_len, device=x.device)
-            rows = rows.index_put((layers[:, None], positions[None]), pred.to(rows.dtype))
+            rows = rows.index_put((layers[:, None], positions[None]), pred)
         if self.exact_first_layer:  # layer 0 sees only its token: the target's own rows are exact
+            rows = aligned.new_zeros(target_layers, seq_len, target_width) if rows is None else rows
             rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
 
