@@ -287,9 +287,10 @@ def _add_routed_experts(
 
     The dense product runs every expert on every token and zeroes the unchosen ones, which suits a
     GPU (a few large kernels, no gathers) and autograd. On a CPU the multiply-adds are the time: on
-    the 2-core AVX2 reference CPU (no bfloat16, float32 matmuls), 2 of 4 experts take Gemma-3's at
-    1024 tokens from 0.160 s to 0.091 s and Qwen2.5's from 0.166 s to 0.094 s. Per target layer the
-    (token, expert) pairs are sorted by expert, so that each expert is one matmul over its tokens.
+    a 2-core AVX2 CPU without bfloat16 (float32 matmuls, allocator tuned), 2 of 4 experts take
+    Gemma-3's at 1024 tokens from 0.116 s to 0.093 s and Qwen2.5's from 0.109 s to 0.097 s
+    (reports/experiments/serving-cost/experts.py). Per target layer the (token, expert) pairs are
+    sorted by expert, so that each expert is one matmul over its tokens.
     """
     count, _, top_k = top_idx.shape
     w_in = w_in.view(count, w_in.shape[1], experts, -1)  # [l, Fs, E, H]

@@ -1,0 +1,93 @@
+"""Where a translation's time goes: each step of ``CacheTranslator.translate`` and the recompute
+on one sample, median of ``--repeats`` runs each, as a share of the target's native prefill (the
+allocator tuned as the CLI tunes it).
+
+    python reports/experiments/serving-cost/parts.py -t gemma3-270m
+"""
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
+from compare import corpus_samples  # noqa: E402
+
+from mot_core.alignment import align  # noqa: E402
+from mot_core.allocator import retain_freed_memory  # noqa: E402
+from mot_core.cache_ops import prefill, replace_head  # noqa: E402
+from mot_core.evaluation import timed_runs  # noqa: E402
+from mot_core.loading import load_model  # noqa: E402
+from mot_core.paths import mot_home  # noqa: E402
+from mot_core.translation.assemble import rows_to_cache  # noqa: E402
+from mot_core.translation.features import align_rows, kv_rows  # noqa: E402
+from mot_core.translation.objective import prepare  # noqa: E402
+from mot_core.translation.recompute import blend  # noqa: E402
+from mot_core.translation.translator import load_translator  # noqa: E402
+from services.engines import resolve_translator_path  # noqa: E402
+
+
+@torch.no_grad()
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-t", "--target", required=True)
+    parser.add_argument("--corpus", type=Path, default=mot_home() / "data/sotu/validation.jsonl")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    args.samples = 1
+    retain_freed_memory()
+    source, target = load_model("smollm2-135m"), load_model(args.target)
+    translator = load_translator(resolve_translator_path(f"smollm2-135m__{target.name}"))
+    card = translator.card
+    sample = corpus_samples(args, source.tokenizer)[0]
+    prepared = prepare(source, target, sample, 64, card.native_tail)
+    keep = len(prepared.alignment.target_ids) - card.native_tail
+    ids = torch.tensor([prepared.alignment.target_ids[:keep]])
+    source_cache = prepared.source_cache
+
+    def timed(step) -> float:
+        return statistics.median(timed_runs(step, args.repeats))
+
+    def translate():
+        return translator.translate(
+            source_cache,
+            sample.context,
+            source_spec=source.spec,
+            source_tokenizer=source.tokenizer,
+            target_spec=target.spec,
+            target_tokenizer=target.tokenizer,
+            target_first_layer=target,
+            all_positions=True,
+        )
+
+    def recompute(cache):
+        return blend(
+            target, cache, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
+        )
+
+    rows = kv_rows(source_cache, source.spec)
+    aligned = align_rows(rows, prepared.alignment.to_sparse())[:keep]
+    predicted = translator.inference_rows(aligned, all_positions=True)
+    cache = replace_head(target, translate().cache)
+    native = timed(lambda: prefill(target, ids))
+    parts = {
+        "align": timed(lambda: align(source.tokenizer, target.tokenizer, sample.context, causal=True)),
+        "kv_rows": timed(lambda: kv_rows(source_cache, source.spec)),
+        "align_rows": timed(lambda: align_rows(rows, prepared.alignment.to_sparse())),
+        "predict_rows": timed(lambda: translator.inference_rows(aligned, all_positions=True)),
+        "rows_to_cache": timed(lambda: rows_to_cache(predicted, target.spec, ids, "", all_positions=True)),
+        "translate (all of the above)": timed(translate),
+        "replace_head": timed(lambda: replace_head(target, cache)),
+        "recompute (blend)": timed(lambda: recompute(cache)),
+    }
+    print(f"{target.name}: native prefill {native:.3f} s")
+    for name, seconds in parts.items():
+        print(f"  {name:30s} {seconds:7.4f} s  {seconds / native:.4f}x")
+
+
+if __name__ == "__main__":
+    main()
