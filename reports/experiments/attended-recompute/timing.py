@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import corpus_samples  # noqa: E402
 
+from mot_core.allocator import retain_freed_memory  # noqa: E402
 from mot_core.evaluation import Variant, time_translation  # noqa: E402
 from mot_core.loading import load_model  # noqa: E402
 from mot_core.paths import mot_home  # noqa: E402
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--attended", type=float, default=0.03, help="the attended share of A and B")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    retain_freed_memory()  # as the CLI does
     source, target = load_model("smollm2-135m"), load_model(args.target)
     translator = load_translator(resolve_translator_path(f"smollm2-135m__{target.name}"))
     card = translator.card
