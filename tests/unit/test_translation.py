@@ -735,6 +735,12 @@ def test_mixture_computes_its_formula_per_token():
             after_step = translator.predict_rows(aligned)
         assert not torch.equal(after_step, kept_cast)
         torch.testing.assert_close(after_step, translator.predict_rows(aligned).detach(), rtol=0.05, atol=0.1)
+    # the output scale is folded into the serving weights: new statistics (a buffer) are folded in again
+    with torch.no_grad():
+        before = translator.predict_rows(aligned, all_positions=True)
+        translator.target_mean.add_(1.0)
+        after = translator.predict_rows(aligned, all_positions=True)
+        torch.testing.assert_close(after, before + 1.0, rtol=1e-5, atol=1e-5)
 
 
 def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
