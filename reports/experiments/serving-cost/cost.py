@@ -32,18 +32,31 @@ from mot_core.translation.translator import load_translator  # noqa: E402
 from services.engines import resolve_translator_path  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def sample_parser(description: str, samples: int) -> argparse.ArgumentParser:
+    """The options of the scripts here: the target and the validation samples that
+    ``compare.corpus_samples`` cuts."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-t", "--target", required=True)
     parser.add_argument("--corpus", type=Path, default=mot_home() / "data/sotu/validation.jsonl")
-    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=samples)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--context-tokens", type=int, default=1024)
+    return parser
+
+
+def shipped_pair(target_name: str) -> tuple:
+    """Source, target and the shipped translator of the pair, the allocator tuned first as the CLI
+    tunes it (whether it was, last)."""
+    tuned = retain_freed_memory()
+    source, target = load_model("smollm2-135m"), load_model(target_name)
+    return source, target, load_translator(resolve_translator_path(f"smollm2-135m__{target.name}")), tuned
+
+
+def main() -> None:
+    parser = sample_parser(__doc__, samples=4)
     parser.add_argument("--out", type=Path, help="append the result as a JSON line")
     args = parser.parse_args()
-    tuned = retain_freed_memory()
-    source, target = load_model("smollm2-135m"), load_model(args.target)
-    translator = load_translator(resolve_translator_path(f"smollm2-135m__{target.name}"))
+    source, target, translator, tuned = shipped_pair(args.target)
     card = translator.card
     variant = Variant(
         recompute=card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent

@@ -5,7 +5,6 @@ allocator tuned as the CLI tunes it).
     python reports/experiments/serving-cost/parts.py -t gemma3-270m
 """
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -14,34 +13,23 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import corpus_samples  # noqa: E402
+from cost import sample_parser, shipped_pair  # noqa: E402
 
 from mot_core.alignment import align  # noqa: E402
-from mot_core.allocator import retain_freed_memory  # noqa: E402
 from mot_core.cache_ops import prefill, replace_head  # noqa: E402
 from mot_core.evaluation import timed_runs  # noqa: E402
-from mot_core.loading import load_model  # noqa: E402
-from mot_core.paths import mot_home  # noqa: E402
 from mot_core.translation.assemble import rows_to_cache  # noqa: E402
 from mot_core.translation.features import align_rows, kv_rows  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
 from mot_core.translation.recompute import blend  # noqa: E402
-from mot_core.translation.translator import load_translator  # noqa: E402
-from services.engines import resolve_translator_path  # noqa: E402
 
 
 @torch.no_grad()
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-t", "--target", required=True)
-    parser.add_argument("--corpus", type=Path, default=mot_home() / "data/sotu/validation.jsonl")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser = sample_parser(__doc__, samples=1)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
-    args.samples = 1
-    retain_freed_memory()
-    source, target = load_model("smollm2-135m"), load_model(args.target)
-    translator = load_translator(resolve_translator_path(f"smollm2-135m__{target.name}"))
+    source, target, translator, _ = shipped_pair(args.target)
     card = translator.card
     sample = corpus_samples(args, source.tokenizer)[0]
     prepared = prepare(source, target, sample, 64, card.native_tail)
