@@ -6,7 +6,6 @@ target's native prefill, per sample the fastest of ``evaluation.TIMING_REPEATS``
     python reports/experiments/attended-recompute/timing.py -t gemma3-270m --samples 5
 """
 
-import argparse
 import json
 import statistics
 import sys
@@ -14,29 +13,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import corpus_samples  # noqa: E402
+from tokens import models_and_translator, sample_parser  # noqa: E402
 
 from mot_core.allocator import retain_freed_memory  # noqa: E402
 from mot_core.evaluation import Variant, time_translation  # noqa: E402
-from mot_core.loading import load_model  # noqa: E402
 from mot_core.paths import mot_home  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
-from mot_core.translation.translator import load_translator  # noqa: E402
-from services.engines import resolve_translator_path  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-t", "--target", required=True)
-    parser.add_argument("--corpus", type=Path, default=mot_home() / "data/sotu/validation.jsonl")
-    parser.add_argument("--samples", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--context-tokens", type=int, default=1024)
+    parser = sample_parser(__doc__, samples=5, seed=7, corpus=mot_home() / "data/sotu/validation.jsonl")
     parser.add_argument("--attended", type=float, default=0.03, help="the attended share of A and B")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     retain_freed_memory()  # as the CLI does
-    source, target = load_model("smollm2-135m"), load_model(args.target)
-    translator = load_translator(resolve_translator_path(f"smollm2-135m__{target.name}"))
+    source, target, translator = models_and_translator(args)
     card = translator.card
     fraction, recent, selection = card.recompute_fraction, card.recompute_recent, card.recompute_selection
     variants = {

@@ -13,9 +13,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import corpus_samples  # noqa: E402
-from cost import sample_parser, shipped_pair  # noqa: E402
+from cost import VALIDATION  # noqa: E402
+from tokens import models_and_translator, sample_parser  # noqa: E402
 
 from mot_core.alignment import align  # noqa: E402
+from mot_core.allocator import retain_freed_memory  # noqa: E402
 from mot_core.cache_ops import prefill, replace_head  # noqa: E402
 from mot_core.evaluation import timed_runs  # noqa: E402
 from mot_core.translation.assemble import rows_to_cache  # noqa: E402
@@ -26,10 +28,11 @@ from mot_core.translation.recompute import blend  # noqa: E402
 
 @torch.no_grad()
 def main() -> None:
-    parser = sample_parser(__doc__, samples=1)
+    parser = sample_parser(__doc__, samples=1, seed=7, corpus=VALIDATION)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
-    source, target, translator, _ = shipped_pair(args.target)
+    retain_freed_memory()  # as the CLI does
+    source, target, translator = models_and_translator(args)
     card = translator.card
     sample = corpus_samples(args, source.tokenizer)[0]
     prepared = prepare(source, target, sample, 64, card.native_tail)
