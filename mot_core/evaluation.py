@@ -36,7 +36,7 @@ from mot_core.translation.objective import (
     prepare,
     translated_cache,
 )
-from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS, blend
+from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS, OperatingPoint, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -72,10 +72,7 @@ class Variant:
     """How a translated condition is built: which translator, and what the target recomputes itself."""
 
     translator: str = "translated"
-    recompute: float | None = None  # None: pure translation (recompute.blend otherwise)
-    selection: str = DEFAULT_SELECTION
-    recent: float = 0.0  # share of the context recomputed from its end (part of ``recompute``)
-    attended: float = 0.0  # share its native tail reads most (part of ``recompute``, recompute.most_attended)
+    point: OperatingPoint | None = None  # None: pure translation (recompute.blend otherwise)
     ablation: bool = False  # costs what its fraction costs (not timed on its own)
 
 
@@ -98,23 +95,27 @@ def sweep_variants(
     variants = {f"recompute@{f:g}": _point(f, selection, recent, attended) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated and ablations:
-        point = _point(ablated, selection, recent, attended)
+        point = _point(ablated, selection, recent, attended).point
+
+        def ablation(changed: OperatingPoint) -> Variant:
+            return Variant(point=changed, ablation=True)
+
         for simpler in SELECTIONS[SELECTIONS.index(selection) + 1 :]:
-            variants[f"{simpler}@{ablated:g}"] = replace(point, selection=simpler, ablation=True)
+            variants[f"{simpler}@{ablated:g}"] = ablation(replace(point, selection=simpler))
         if point.recent > 0:
-            variants[f"{selection}-only@{ablated:g}"] = Variant(recompute=ablated, selection=selection, ablation=True)
-            variants[f"recent-only@{ablated:g}"] = Variant(recompute=ablated, recent=ablated, ablation=True)
+            variants[f"{selection}-only@{ablated:g}"] = ablation(OperatingPoint(ablated, selection))
+            variants[f"recent-only@{ablated:g}"] = ablation(OperatingPoint(ablated, recent=ablated))
         if point.attended > 0:
-            variants[f"no-attended@{ablated:g}"] = replace(point, attended=0.0, ablation=True)
+            variants[f"no-attended@{ablated:g}"] = ablation(replace(point, attended=0.0))
     return variants
 
 
 def _point(fraction: float | None, selection: str, recent: float, attended: float) -> Variant:
     """The operating point at ``fraction``, its shares cut to what fits (recent first)."""
     if fraction is None:
-        return Variant(selection=selection)
+        return Variant()
     share = min(recent, fraction)
-    return Variant(recompute=fraction, selection=selection, recent=share, attended=min(attended, fraction - share))
+    return Variant(point=OperatingPoint(fraction, selection, share, min(attended, fraction - share)))
 
 
 def _condition_caches(target, prepared, other, translators, point: Variant, sweep) -> dict[str, Callable]:
@@ -122,16 +123,7 @@ def _condition_caches(target, prepared, other, translators, point: Variant, swee
     ``translated`` and ``deranged``."""
 
     def build(p, variant):
-        translator = translators[variant.translator]
-        return translated_cache(
-            translator,
-            p,
-            target,
-            recompute=variant.recompute,
-            selection=variant.selection,
-            recent=variant.recent,
-            attended=variant.attended,
-        )
+        return translated_cache(translators[variant.translator], p, target, variant.point)
 
     builders = {"native": lambda: prepared.native_cache, "none": lambda: None}
     if other is not None:
@@ -246,19 +238,11 @@ def time_translation(
             target_spec=target.spec,
             target_tokenizer=target.tokenizer,
             target_first_layer=target,
-            all_positions=variant.recompute is not None,
+            all_positions=variant.point is not None,
         )
         cache = replace_head(target, result.cache)
-        if variant.recompute is not None:
-            cache = blend(
-                target,
-                cache,
-                variant.recompute,
-                selection=variant.selection,
-                recent=variant.recent,
-                attended=variant.attended,
-                tail_ids=tail_ids,
-            )
+        if variant.point is not None:
+            cache = blend(target, cache, variant.point, tail_ids=tail_ids)
         to_model_cache(target, cache)
 
     return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
@@ -377,13 +361,12 @@ def _summarise(length: int, records: list[dict], variants: dict[str, Variant], t
             "greedy_match": sums[c]["greedy"] / greedy_total,
             "samples": len(records),
         }
-        if c in variants:
-            row["recompute"] = variants[c].recompute
-            row["selection"] = variants[c].selection
-            row["recent"] = variants[c].recent
+        point = variants[c].point if c in variants else None
+        if point is not None:
+            row |= {"recompute": point.fraction, "selection": point.selection, "recent": point.recent}
         label = c
-        if c in variants and variants[c].ablation and variants[c].selection != "error":
-            fraction = variants[c].recompute  # the same number of tokens costs what the fraction costs
+        if point is not None and variants[c].ablation and point.selection != "error":
+            fraction = point.fraction  # the same number of tokens costs what the fraction costs
             label = f"recompute@{fraction:g}" if f"recompute@{fraction:g}" in translate_s else "translated"
         # (the "error" ablation is not timed: it also runs the target's layer 0 over every token)
         if label in translate_s and native_s:

@@ -328,8 +328,8 @@ class TargetEngine:
         self.store, self.limits, self.storage_dtype = store, limits, storage_dtype
         self.translate_fn, self.card = translate, translator_card
         self.translator_version = translator_card.version if translator_card is not None else ""
-        # the translator's operating point: this share of the context is recomputed here (recompute.blend)
-        self.recompute = translator_card.recompute_fraction if translator_card is not None else None
+        # the translator's operating point: what of the context is recomputed here (recompute.blend)
+        self.point = translator_card.operating_point if translator_card is not None else None
         self.translator_name = (spec.translator if isinstance(spec, TargetSpec) else None) or ""
         self._locks = KeyedLocks()
 
@@ -360,13 +360,11 @@ class TargetEngine:
         cache is stored under its own key (translator version + selection + fraction + recent and attended shares).
         """
         deadline.check("translation")
-        if self.recompute is None:
+        if self.point is None:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
             return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
-        card = self.card  # its recompute_recent and recompute_selection complete the operating point
-        version = f"{card.version}+{card.recompute_selection}{self.recompute:g}r{card.recompute_recent:g}"
-        if card.recompute_attended:
-            version += f"a{card.recompute_attended:g}"
+        card, point = self.card, self.point
+        version = f"{card.version}+{point.label}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
         with self._locks.hold(key, deadline, "recompute"):
             stored = self.store.get(key)
@@ -378,15 +376,7 @@ class TargetEngine:
             deadline.check("recompute")
             laps = Laps()
             with laps("recompute"):
-                blended = blend(
-                    self.lm,
-                    translated,
-                    self.recompute,
-                    selection=card.recompute_selection,
-                    recent=card.recompute_recent,
-                    attended=card.recompute_attended,
-                    tail_ids=ids[:, translated.seq_len :],
-                )
+                blended = blend(self.lm, translated, point, tail_ids=ids[:, translated.seq_len :])
             with laps("encode+store"):
                 blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
                 self.store.put(key, blob)
@@ -395,11 +385,11 @@ class TargetEngine:
             log.info(
                 "recomputed %.0f%% of %s natively (its last %.0f%%, %.0f%% that its end reads, the rest by %s) "
                 "in %.3f s (%s)",
-                100 * self.recompute,
+                100 * point.fraction,
                 ctx[:12],
-                100 * card.recompute_recent,
-                100 * card.recompute_attended,
-                card.recompute_selection,
+                100 * point.recent,
+                100 * point.attended,
+                point.selection,
                 laps.total,
                 laps,
             )

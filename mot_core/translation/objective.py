@@ -18,7 +18,7 @@ from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, first_layer_rows, kv_rows
-from mot_core.translation.recompute import DEFAULT_SELECTION, blend
+from mot_core.translation.recompute import OperatingPoint, blend
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -92,20 +92,16 @@ def translated_cache(
     translator: CacheTranslator,
     prepared: PreparedSample,
     target: LoadedModel,
-    *,
-    recompute: float | None = None,
-    selection: str = DEFAULT_SELECTION,
-    recent: float = 0.0,
-    attended: float = 0.0,
+    point: OperatingPoint | None = None,
 ) -> KVCache:
-    """The context's translated cache; with ``recompute`` (a fraction, 0 included) blended by the target.
+    """The context's translated cache; at an operating ``point`` (``OperatingPoint(0.0)`` included)
+    blended by the target.
 
-    ``recompute=None`` is pure translation; ``0.0`` is the same rows with every position in every
-    layer (what a recompute starts from); ``f > 0`` also recomputes ``f`` of the tokens natively
-    (``recompute.blend``: the last ``recent`` of the context, the ``attended`` share its native tail
-    reads most, the rest chosen by ``selection``).
+    ``point=None`` is pure translation; a fraction of 0 is the same rows with every position in
+    every layer (what a recompute starts from); above 0 the target also recomputes that fraction
+    of the tokens natively (``recompute.blend``).
     """
-    blended = recompute is not None
+    blended = point is not None
     aligned, first_layer = prepared.aligned_rows[: prepared.keep], _first_layer(translator, prepared)
     rows = translator.inference_rows(aligned, all_positions=blended, first_layer=first_layer)
     rows[0] = prepared.head_rows  # the native head, as in translated_rows
@@ -115,23 +111,12 @@ def translated_cache(
     )
     if not blended:
         return cache
-    return blend(
-        target, cache, recompute, selection=selection, recent=recent, attended=attended, tail_ids=prepared.tail_ids
-    )
+    return blend(target, cache, point, tail_ids=prepared.tail_ids)
 
 
 def operating_point_cache(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> KVCache:
     """What the target loads at the operating point of the translator's card (``translated_cache``)."""
-    card = translator.card
-    return translated_cache(
-        translator,
-        prepared,
-        target,
-        recompute=card.recompute_fraction,
-        selection=card.recompute_selection,
-        recent=card.recompute_recent,
-        attended=card.recompute_attended,
-    )
+    return translated_cache(translator, prepared, target, translator.card.operating_point)
 
 
 def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.Tensor, keep: int):
@@ -139,17 +124,9 @@ def rows_model_cache(target: LoadedModel, rows: torch.Tensor, target_ids: torch.
     return to_model_cache(target, cache)
 
 
-def blended_cache(
-    target: LoadedModel,
-    rows: torch.Tensor,
-    prepared: PreparedSample,
-    recompute: float,
-    recent: float,
-    selection: str = DEFAULT_SELECTION,
-    attended: float = 0.0,
-) -> KVCache:
-    """What the target loads at an operating point, differentiable in ``rows`` (from
-    ``translated_rows(..., all_positions=True)``): the translated cache with ``recompute`` of the
+def blended_cache(target: LoadedModel, rows: torch.Tensor, prepared: PreparedSample, point: OperatingPoint) -> KVCache:
+    """What the target loads at an operating ``point``, differentiable in ``rows`` (from
+    ``translated_rows(..., all_positions=True)``): the translated cache with ``point.fraction`` of the
     context recomputed by the target itself (``recompute.blend``). ``to_model_cache`` loads it (as
     often as needed: loading copies nothing the target's forward then changes).
 
@@ -165,16 +142,7 @@ def blended_cache(
         all_positions=True,
         surprisal=prepared.surprisal,
     )
-    return blend(
-        target,
-        cache,
-        recompute,
-        selection=selection,
-        recent=recent,
-        attended=attended,
-        tail_ids=prepared.tail_ids,
-        grad=True,
-    )
+    return blend(target, cache, point, tail_ids=prepared.tail_ids, grad=True)
 
 
 def continuation_logits(

@@ -56,7 +56,7 @@ continuation will read (reports/experiments/attended-recompute).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -68,6 +68,36 @@ SELECTIONS = ("phrases", "words", "surprisal", "error", "random")
 DEFAULT_SELECTION = "words"
 GROUPED = ("phrases", "words")  # selections that take whole groups of tokens (select_positions(words=...))
 NAME_BONUS = 3.0  # surprisal (nats) added to the tokens of capitalised and numeric words by "phrases"
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """A setting of the quality knob: ``fraction`` of the context's tokens the target recomputes
+    itself over a translated cache (``blend``); of them, the context's last ``recent`` (a share of
+    the context) and the ``attended`` share its native tail reads most (``most_attended``); the rest
+    chosen by ``selection``. A translator's card names the one it ships with
+    (``TranslatorCard.operating_point``)."""
+
+    fraction: float
+    selection: str = DEFAULT_SELECTION
+    recent: float = 0.0
+    attended: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"unknown selection {self.selection!r}; choose from {SELECTIONS}")
+        if not (min(self.recent, self.attended) >= 0.0 and self.recent + self.attended <= self.fraction <= 1.0):
+            raise ValueError(
+                f"need recent and attended shares >= 0, their sum <= fraction <= 1; got recent {self.recent}, "
+                f"attended {self.attended}, fraction {self.fraction}"
+            )
+
+    @property
+    def label(self) -> str:
+        """``phrases0.1r0.03`` (``a0.03`` appended for an attended share): names what a blended cache
+        was made with, in the keys it is stored under."""
+        attended = f"a{self.attended:g}" if self.attended else ""
+        return f"{self.selection}{self.fraction:g}r{self.recent:g}{attended}"
 
 
 def word_index(tokenizer, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,26 +213,24 @@ def _by_score(scores: torch.Tensor, count: int, selection: str, seed: int, words
 def blend(
     target: LoadedModel,
     cache: KVCache,
-    fraction: float,
+    point: OperatingPoint,
     *,
-    selection: str = DEFAULT_SELECTION,
-    recent: float = 0.0,
-    attended: float = 0.0,
     tail_ids: torch.Tensor | None = None,
     seed: int = 0,
     exact_first_layer: bool = False,
     grad: bool = False,
 ) -> KVCache:
-    """``fraction`` of the tokens recomputed natively over the rest of the translated ``cache``:
-    the last ``recent`` of the context, the ``attended`` share its native tail reads most
-    (``most_attended``: ``tail_ids [1, m]`` are the context's tokens after the cache), and the
-    rest by ``selection`` (``select_positions``).
+    """``point.fraction`` of the tokens recomputed natively over the rest of the translated
+    ``cache``: the last ``point.recent`` of the context, the ``point.attended`` share its native tail
+    reads most (``most_attended``: ``tail_ids [1, m]`` are the context's tokens after the cache),
+    and the rest by ``point.selection`` (``select_positions``).
 
     ``cache`` holds every position in every layer (``all_positions``); the result has the same
     layout (``to_model_cache`` or ``trim_to_windows`` drop what sliding layers do not keep).
     ``selection="phrases"``, ``"words"`` and ``"surprisal"`` need ``cache.surprisal`` (the source
     prefill's, ``prefill(surprisal=True)``). ``grad``: differentiable in the cache (``recompute_positions``).
     """
+    fraction, selection, recent, attended = point.fraction, point.selection, point.recent, point.attended
     by_surprisal = selection in (*GROUPED, "surprisal")
     if by_surprisal and cache.surprisal is None:
         raise ValueError(f"{selection} selection needs the source's per-token surprisal in the cache")
@@ -222,8 +250,6 @@ def blend(
             keys, values = list(cache.keys), list(cache.values)
             keys[0], values[0] = native_keys.to(keys[0].dtype).cpu(), native_values.to(values[0].dtype).cpu()
             cache = replace(cache, keys=keys, values=values)
-    if not 0.0 <= attended <= fraction - recent:
-        raise ValueError(f"need 0 <= attended <= fraction - recent, got {attended} of {fraction} (recent {recent})")
     if attended and (tail_ids is None or tail_ids.shape[-1] == 0):
         raise ValueError("an attended share needs the context's tokens after the cache (tail_ids, a native tail)")
     positions = select_positions(

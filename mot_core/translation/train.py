@@ -173,18 +173,9 @@ def sample_loss(
         if recipe.content_focus > 0:
             unaided = continuation_logits(target, None, tail, cont)
             weights = content_weights(teacher, unaided, cont, recipe.content_focus)
-    card = translator.card
     if recipe.through_recompute:
         rows = translated_rows(translator, prepared, target, all_positions=True)
-        cache = blended_cache(
-            target,
-            rows,
-            prepared,
-            card.recompute_fraction,
-            card.recompute_recent,
-            card.recompute_selection,
-            attended=card.recompute_attended,
-        )
+        cache = blended_cache(target, rows, prepared, translator.card.operating_point)
         load = lambda: to_model_cache(target, cache)  # noqa: E731
     else:
         rows = translated_rows(translator, prepared, target)

@@ -31,7 +31,7 @@ from mot_core.kv_cache import KVCache
 from mot_core.loading import FirstLayer, LoadedModel
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, first_layer_rows, kv_rows
-from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS
+from mot_core.translation.recompute import DEFAULT_SELECTION, OperatingPoint
 
 WEIGHTS_FILE = "translator.safetensors"
 CARD_FILE = "card.json"
@@ -64,24 +64,27 @@ class TranslatorCard:
     version: str = ""  # content hash of the weights and config, filled in by save()
 
     def __post_init__(self) -> None:
-        fraction = self.recompute_fraction
-        shares = (self.recompute_recent, self.recompute_attended)
-        if fraction is not None and not (min(shares) >= 0.0 and sum(shares) <= fraction <= 1.0):
+        try:
+            point = self.operating_point
+        except ValueError as e:
             raise MotError(
-                f"translator card {self.source_model}->{self.target_model}: need recompute_recent and "
-                f"recompute_attended >= 0, their sum <= recompute_fraction <= 1, got {self.recompute_recent}, "
-                f"{self.recompute_attended} and {fraction}"
-            )
-        if self.recompute_attended and self.native_tail < 1:
+                f"translator card {self.source_model}->{self.target_model}: its operating point (recompute_fraction, "
+                f"recompute_selection, recompute_recent, recompute_attended): {e}"
+            ) from None
+        if point is not None and point.attended and self.native_tail < 1:
             raise MotError(
                 f"translator card {self.source_model}->{self.target_model}: recompute_attended needs a native "
                 "tail (the tokens whose attention chooses the positions)"
             )
-        if self.recompute_selection not in SELECTIONS:
-            raise MotError(
-                f"translator card {self.source_model}->{self.target_model}: unknown recompute_selection "
-                f"{self.recompute_selection!r}; choose from {SELECTIONS}"
-            )
+
+    @property
+    def operating_point(self) -> OperatingPoint | None:
+        """What the target recomputes itself over this translator's cache (None: pure translation)."""
+        if self.recompute_fraction is None:
+            return None
+        return OperatingPoint(
+            self.recompute_fraction, self.recompute_selection, self.recompute_recent, self.recompute_attended
+        )
 
     @classmethod
     def for_pair(cls, kind: str, source, target, native_tail: int, **config) -> TranslatorCard:
@@ -173,7 +176,7 @@ class CacheTranslator(nn.Module):
 
         ``target_first_layer``: the target (or just its layer 0, ``loading.load_first_layer``), for a
         translator that ``reads_first_layer``. With ``all_positions`` (default: whether the card has an
-        operating point, ``card.recompute_fraction``), sliding layers hold every position: the target's
+        operating point, ``card.operating_point``), sliding layers hold every position: the target's
         recompute (``recompute.blend``) needs them and trims afterwards.
         """
         if self.reads_first_layer and target_first_layer is None:
@@ -192,7 +195,7 @@ class CacheTranslator(nn.Module):
         aligned = align_rows(kv_rows(source_cache, source_spec), alignment.to_sparse())
         device = next(iter(self.state_dict().values())).device
         if all_positions is None:
-            all_positions = self.card.recompute_fraction is not None
+            all_positions = self.card.operating_point is not None
         target_ids = torch.tensor([alignment.target_ids])
         keep = max(1, target_ids.shape[-1] - self.card.native_tail)
         first_layer = None

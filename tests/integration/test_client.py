@@ -26,7 +26,7 @@ import yaml
 from mot_core import cache_ops, codec
 from mot_core.context_id import context_id as content_id
 from mot_core.loading import load_model
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import OperatingPoint, blend
 from mot_core.translation.translator import load_translator
 from services.client import (
     DEFAULT_APPLICATION,
@@ -271,7 +271,7 @@ def test_sync_client_round_trip(served, client, models):
     tail_ids = target_lm.tokenizer(text, return_tensors="pt")["input_ids"][:, raw.seq_len :]
     assert tail_ids.shape[-1] == translator.card.native_tail
     head = cache_ops.replace_head(target_lm, raw)
-    blended = blend(target_lm, head, 0.25, recent=0.1, attended=0.1, tail_ids=tail_ids)
+    blended = blend(target_lm, head, OperatingPoint(0.25, recent=0.1, attended=0.1), tail_ids=tail_ids)
     expected = cache_ops.trim_to_windows(blended, target_lm.spec)
     expected = codec.decode(codec.encode(expected, "bfloat16"), dtype=torch.float32)
     cache = cache.to(torch.float32)

@@ -8,7 +8,14 @@ from transformers import DynamicCache
 
 from mot_core import cache_ops
 from mot_core.kv_cache import KVCache
-from mot_core.translation.recompute import blend, layer0_error, phrase_index, select_positions, word_index
+from mot_core.translation.recompute import (
+    OperatingPoint,
+    blend,
+    layer0_error,
+    phrase_index,
+    select_positions,
+    word_index,
+)
 
 TEXT = "In 1790 the President addressed Congress on the state of the Union, the militia and the debt. " * 3
 
@@ -77,13 +84,13 @@ def test_surprisal_selection_recomputes_the_tokens_the_source_found_surprising(t
     corrupted.surprisal = torch.zeros(ids.shape)
     corrupted.surprisal[0, surprising] = torch.tensor([3.0, 5.0, 4.0])
     fraction = len(surprising) / ids.shape[-1]
-    restored = blend(tiny_lm, corrupted, fraction, selection="surprisal")
+    restored = blend(tiny_lm, corrupted, OperatingPoint(fraction, selection="surprisal"))
     _assert_same_cache(restored, native)
-    by_error = blend(tiny_lm, corrupted, fraction, selection="error")
+    by_error = blend(tiny_lm, corrupted, OperatingPoint(fraction, selection="error"))
     assert not torch.allclose(by_error.keys[-1], native.keys[-1], atol=1e-3)
     corrupted.surprisal = None
     with pytest.raises(ValueError, match="surprisal"):
-        blend(tiny_lm, corrupted, fraction, selection="surprisal")
+        blend(tiny_lm, corrupted, OperatingPoint(fraction, selection="surprisal"))
 
 
 def test_word_index_groups_tokens_into_the_words_of_the_text(tiny_lm):
@@ -139,9 +146,9 @@ def test_phrases_selection_restores_a_whole_name_where_words_restores_its_first_
     corrupted.surprisal[0, first] = 4.0  # ... but for its first token
     corrupted.surprisal[0, ~name_like & (torch.arange(ids.shape[-1]) > first)] = 3.9  # "there" outranks "Twistleton"
     fraction = name.numel() / ids.shape[-1]
-    restored = blend(tiny_lm, corrupted, fraction, selection="phrases")
+    restored = blend(tiny_lm, corrupted, OperatingPoint(fraction, selection="phrases"))
     _assert_same_cache(restored, native)
-    by_words = blend(tiny_lm, corrupted, fraction, selection="words")
+    by_words = blend(tiny_lm, corrupted, OperatingPoint(fraction, selection="words"))
     assert not torch.allclose(by_words.keys[-1], native.keys[-1], atol=1e-3)
 
 
@@ -196,9 +203,9 @@ def test_word_selection_recomputes_whole_surprising_words(tiny_lm):
     for surprise, w in zip((3.0, 4.0), chosen, strict=True):
         corrupted.surprisal[0, (words == w).nonzero()[0]] = surprise  # ... its first token is not
     fraction = positions.numel() / ids.shape[-1]
-    restored = blend(tiny_lm, corrupted, fraction)
+    restored = blend(tiny_lm, corrupted, OperatingPoint(fraction))
     _assert_same_cache(restored, native)
-    by_token = blend(tiny_lm, corrupted, fraction, selection="surprisal")
+    by_token = blend(tiny_lm, corrupted, OperatingPoint(fraction, selection="surprisal"))
     assert not torch.allclose(by_token.keys[-1], native.keys[-1], atol=1e-3)
 
 
@@ -230,12 +237,12 @@ def test_error_selection_finds_and_fixes_the_worst_translated_tokens(tiny_lm):
     native_k, native_v = cache_ops.first_layer_kv(tiny_lm, ids)
     assert set(layer0_error(translated, native_k, native_v).topk(3).indices.tolist()) == set(bad.tolist())
     fraction = bad.numel() / ids.shape[-1]
-    blended = blend(tiny_lm, translated, fraction, selection="error")
+    blended = blend(tiny_lm, translated, OperatingPoint(fraction, selection="error"))
     for layer in range(native.num_layers):
         torch.testing.assert_close(blended.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-    untouched = blend(tiny_lm, translated, 0.0, selection="error")
+    untouched = blend(tiny_lm, translated, OperatingPoint(0.0, selection="error"))
     assert all(torch.equal(a, b) for a, b in zip(untouched.keys, translated.keys, strict=True))
-    exact_first = blend(tiny_lm, translated, 0.0, selection="error", exact_first_layer=True)
+    exact_first = blend(tiny_lm, translated, OperatingPoint(0.0, selection="error"), exact_first_layer=True)
     torch.testing.assert_close(exact_first.keys[0], native.keys[0], rtol=1e-5, atol=1e-5)
     assert torch.equal(exact_first.keys[-1], translated.keys[-1])
 
@@ -271,7 +278,8 @@ def test_an_attended_share_recomputes_what_the_native_tail_reads_most(tiny_lm):
     native = _full_native_cache(tiny_lm, ids[:, :keep])
     corrupted = _corrupt(native, torch.arange(1, keep), seed=3)
     tail = ids[:, keep:]
-    blended = blend(tiny_lm, corrupted, 0.5, selection="random", recent=0.1, attended=0.2, tail_ids=tail)
+    point = OperatingPoint(0.5, selection="random", recent=0.1, attended=0.2)
+    blended = blend(tiny_lm, corrupted, point, tail_ids=tail)
     changed = (blended.keys[-1] != corrupted.keys[-1]).any(-1).any(1)[0]  # [T]: recomputed positions
     chosen = select_positions(torch.zeros(keep), 0.3, selection="random", recent=0.1)
     shares = cache_ops.attention_to_cache(tiny_lm, corrupted, tail)
@@ -280,6 +288,6 @@ def test_an_attended_share_recomputes_what_the_native_tail_reads_most(tiny_lm):
     assert changed.nonzero().flatten().tolist() == sorted(chosen.tolist() + read_most.tolist())
     assert changed.sum() == round(0.5 * keep) and not set(read_most.tolist()) & set(chosen.tolist())
     with pytest.raises(ValueError, match="tail_ids"):
-        blend(tiny_lm, corrupted, 0.5, selection="random", attended=0.2)
+        blend(tiny_lm, corrupted, OperatingPoint(0.5, selection="random", attended=0.2))
     with pytest.raises(ValueError, match="attended"):
-        blend(tiny_lm, corrupted, 0.5, selection="random", recent=0.4, attended=0.2, tail_ids=tail)
+        blend(tiny_lm, corrupted, OperatingPoint(0.5, selection="random", recent=0.4, attended=0.2), tail_ids=tail)

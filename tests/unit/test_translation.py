@@ -14,6 +14,7 @@ from mot_core.evaluation import evaluate, qa_accuracy
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
 from mot_core.translation.pairs import context_chunks, fit_ridge
+from mot_core.translation.recompute import OperatingPoint
 from mot_core.translation.samples import cut_lengths, cut_samples, interleave, with_recall
 from mot_core.translation.train import Recipe, sample_loss, train_pair
 from mot_core.translation.translator import load_translator
@@ -222,13 +223,11 @@ def test_the_differentiable_recompute_computes_what_the_served_one_does(pair, sa
     train, _ = samples
     prepared = prepare(source, target, train[0], 8, 2)
     translator = _new_translator(source, target, Recipe(native_tail=2), [prepared])
-    translator.card.recompute_fraction, translator.card.recompute_recent = 0.5, 0.25
+    point = OperatingPoint(0.5, recent=0.25)
     with torch.no_grad():
         rows = translated_rows(translator, prepared, target, all_positions=True)
-        trained_on = cache_ops.to_model_cache(target, blended_cache(target, rows, prepared, 0.5, 0.25))
-    served = cache_ops.to_model_cache(
-        target, translated_cache(translator, prepared, target, recompute=0.5, recent=0.25)
-    )
+        trained_on = cache_ops.to_model_cache(target, blended_cache(target, rows, prepared, point))
+    served = cache_ops.to_model_cache(target, translated_cache(translator, prepared, target, point))
     for a, b in zip(trained_on.layers, served.layers, strict=True):
         assert torch.allclose(a.keys, b.keys, atol=1e-2) and torch.allclose(a.values, b.values, atol=1e-2)
 
@@ -747,7 +746,7 @@ def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
     from mot_core.evaluation import sweep_variants
 
     variants = sweep_variants(0.1, [0.2], 0.03, selection="phrases")
-    assert {name: v.selection for name, v in variants.items()} == {
+    assert {name: v.point.selection for name, v in variants.items()} == {
         "recompute@0.2": "phrases",
         "words@0.1": "words",
         "surprisal@0.1": "surprisal",
@@ -756,7 +755,7 @@ def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
         "phrases-only@0.1": "phrases",
         "recent-only@0.1": "words",  # no budget left for a selection
     }
-    assert variants["phrases-only@0.1"].recent == 0.0 and variants["recent-only@0.1"].recent == 0.1
+    assert variants["phrases-only@0.1"].point.recent == 0.0 and variants["recent-only@0.1"].point.recent == 0.1
     assert all(v.ablation for name, v in variants.items() if name != "recompute@0.2")
     assert "phrases@0.1" not in sweep_variants(0.1, [], 0.03)  # a words point is not ablated by a finer one
 
@@ -765,10 +764,10 @@ def test_an_attended_operating_point_is_ablated_without_its_share():
     from mot_core.evaluation import sweep_variants
 
     variants = sweep_variants(0.1, [0.2, 0.04], 0.03, selection="phrases", attended=0.03)
-    assert variants["no-attended@0.1"].attended == 0.0 and variants["no-attended@0.1"].recent == 0.03
-    assert variants["words@0.1"].attended == 0.03 and variants["recompute@0.2"].attended == 0.03
-    assert variants["recompute@0.04"].attended == pytest.approx(0.01)  # what fits after the recent share
-    assert variants["phrases-only@0.1"].attended == 0.0 and variants["recent-only@0.1"].attended == 0.0
+    assert variants["no-attended@0.1"].point.attended == 0.0 and variants["no-attended@0.1"].point.recent == 0.03
+    assert variants["words@0.1"].point.attended == 0.03 and variants["recompute@0.2"].point.attended == 0.03
+    assert variants["recompute@0.04"].point.attended == pytest.approx(0.01)  # what fits after the recent share
+    assert variants["phrases-only@0.1"].point.attended == 0.0 and variants["recent-only@0.1"].point.attended == 0.0
 
 
 def test_card_refuses_a_recent_share_beyond_its_fraction():
@@ -778,15 +777,16 @@ def test_card_refuses_a_recent_share_beyond_its_fraction():
     from mot_core.translation.translator import TranslatorCard
 
     card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_recent=0.03)
-    assert card.recompute_recent == 0.03
-    with pytest.raises(MotError, match="recompute_recent"):
+    assert card.operating_point == OperatingPoint(0.1, "words", recent=0.03)
+    assert TranslatorCard("mixture", "s", "t", "s-fp", "t-fp").operating_point is None  # pure translation
+    with pytest.raises(MotError, match="got recent 0.2, attended 0.0, fraction 0.1"):
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_recent=0.2)
     assert card.recompute_selection == "words"  # cards written before the field: what they were measured with
-    with pytest.raises(MotError, match="recompute_selection"):
+    with pytest.raises(MotError, match="unknown selection 'names'"):
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1, recompute_selection="names")
     shares = dict(recompute_fraction=0.1, recompute_recent=0.03)
     assert TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", 4, recompute_attended=0.07, **shares)
-    with pytest.raises(MotError, match="recompute_attended"):  # with the recent share, more than the fraction
+    with pytest.raises(MotError, match="attended 0.08"):  # with the recent share, more than the fraction
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", 4, recompute_attended=0.08, **shares)
     with pytest.raises(MotError, match="native tail"):  # its positions are chosen by the tail's attention
         TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", 0, recompute_attended=0.03, **shares)
@@ -847,7 +847,7 @@ def test_the_target_first_layer_input_starts_where_the_translator_was(tmp_path, 
     with pytest.raises(MotError, match="reads the target's layer 0"):
         loaded.translate(source_cache, text, **specs)
     served = loaded.translate(source_cache, text, target_first_layer=layer0, **specs).cache
-    expected = translated_cache(loaded, prepared, target, recompute=0.0)
+    expected = translated_cache(loaded, prepared, target, OperatingPoint(0.0))
     for got, want in zip(served.keys[1:] + served.values, expected.keys[1:] + expected.values, strict=True):
         torch.testing.assert_close(got[:, :, 1:], want[:, :, 1:])  # position 0 is the native head in `expected`
     native, _ = cache_ops.prefill(target, prepared.target_ids[:, : prepared.keep])

@@ -19,6 +19,7 @@ from mot_core.allocator import retain_freed_memory  # noqa: E402
 from mot_core.evaluation import Variant, time_translation  # noqa: E402
 from mot_core.paths import mot_home  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
+from mot_core.translation.recompute import OperatingPoint  # noqa: E402
 
 
 def main() -> None:
@@ -31,9 +32,9 @@ def main() -> None:
     card = translator.card
     fraction, recent, selection = card.recompute_fraction, card.recompute_recent, card.recompute_selection
     variants = {
-        "shipped": Variant(recompute=fraction, selection=selection, recent=recent),
-        "A": Variant(recompute=fraction, selection=selection, recent=recent, attended=args.attended),
-        "B": Variant(recompute=fraction, selection=selection, attended=recent),
+        "shipped": Variant(point=OperatingPoint(fraction, selection, recent)),
+        "A": Variant(point=OperatingPoint(fraction, selection, recent, args.attended)),
+        "B": Variant(point=OperatingPoint(fraction, selection, attended=recent)),
     }
     ratios: dict[str, list[float]] = {name: [] for name in variants}
     for sample in corpus_samples(args, source.tokenizer):

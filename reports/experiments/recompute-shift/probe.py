@@ -27,7 +27,7 @@ from mot_core.cache_ops import rerotate, unrotate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import load_model
 from mot_core.translation.objective import translated_cache
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import OperatingPoint, blend
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
 
@@ -57,10 +57,8 @@ def shifted(blended: KVCache, translated: KVCache, spec, recomputed: torch.Tenso
 
 def caches(translator, target, p, selection_recent_only: bool):
     card = translator.card
-    translated = translated_cache(translator, p, target, recompute=0.0)  # every position, nothing recomputed
-    blended = blend(
-        target, translated, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
-    )
+    translated = translated_cache(translator, p, target, OperatingPoint(0.0))  # every position, nothing recomputed
+    blended = blend(target, translated, card.operating_point)
     recomputed = (blended.values[0][0] != translated.values[0][0]).any(-1).any(0)  # [T]
     recomputed[0] = False
     if selection_recent_only:

@@ -27,6 +27,7 @@ from mot_core.data import pull_corpus
 from mot_core.evaluation import TIMING_REPEATS, Variant, time_translation
 from mot_core.loading import load_model
 from mot_core.translation.objective import prepare
+from mot_core.translation.recompute import OperatingPoint
 from mot_core.translation.samples import cut_samples
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
@@ -52,7 +53,7 @@ def main() -> None:
     )
     labels = {"pure translation": Variant()} | {
         f"recompute@{f} recent {r}": Variant(
-            recompute=float(f), recent=min(float(r), float(f)), selection=translator.card.recompute_selection
+            point=OperatingPoint(float(f), translator.card.recompute_selection, min(float(r), float(f)))
         )
         for f in args.fractions.split(",")
         for r in args.recent.split(",")

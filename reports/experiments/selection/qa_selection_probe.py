@@ -28,6 +28,7 @@ from mot_core.cache_ops import recompute_positions
 from mot_core.evaluation import answers_right, qa_retention
 from mot_core.loading import load_model
 from mot_core.translation.objective import prepare, translated_cache
+from mot_core.translation.recompute import OperatingPoint
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
@@ -77,7 +78,7 @@ def answer_span(prepared, item: dict, keep: int, radius: int = 3) -> torch.Tenso
 
 def conditions(source, target, translator, p, item: dict, fractions: list[float]) -> dict:
     """Builders of each condition's cache for one prepared item."""
-    every = translated_cache(translator, p, target, recompute=0.0)  # every position, nothing recomputed yet
+    every = translated_cache(translator, p, target, OperatingPoint(0.0))  # every position, nothing recomputed yet
     by_question = question_attention(source, p, item)[: p.keep]
     builders = {
         "native": lambda: p.native_cache,
@@ -88,7 +89,7 @@ def conditions(source, target, translator, p, item: dict, fractions: list[float]
     for f in fractions:
         for selection in ("error", "surprisal"):
             builders[f"{selection}@{f:g}"] = lambda f=f, s=selection: translated_cache(
-                translator, p, target, recompute=f, selection=s
+                translator, p, target, OperatingPoint(f, s)
             )
         builders[f"question@{f:g}"] = lambda n=round(f * p.keep): recompute_positions(
             target, every, by_question[1:].topk(n).indices + 1

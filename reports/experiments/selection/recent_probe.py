@@ -3,7 +3,7 @@
 A continuation leans most on the text just before it; a question leans on the facts wherever they
 are. At a recompute fraction ``f`` (or several, side by side), this moves a share ``r`` of the
 budget from the most surprising words to the last ``r * T`` tokens of the context
-(``blend(recent=r)``) and reports, side by side, the continuation's NLL retention on held-out
+(``blend`` at ``OperatingPoint(f, recent=r)``) and reports, side by side, the continuation's NLL retention on held-out
 validation contexts (a seed that ``mot eval --seed 7`` does not draw) and QA accuracy on qa_dev
 items that ``mot eval --qa-items 100`` does not use (``--offset 100``), so the share chosen here
 is not scored on what it was chosen on (the acceptance run's 1,000 items include them:
@@ -26,7 +26,7 @@ from mot_core.data import pull_corpus
 from mot_core.evaluation import answers_right, retention
 from mot_core.loading import load_model
 from mot_core.translation.objective import continuation_logits, nll_per_token, prepare, translated_cache
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import OperatingPoint, blend
 from mot_core.translation.samples import Sample, cut_samples
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
@@ -57,8 +57,8 @@ def main() -> None:
     }
 
     def caches(p):
-        every = translated_cache(translator, p, target, recompute=0.0)
-        blended = {name: blend(target, every, f, recent=r) for name, (f, r) in points.items()}
+        every = translated_cache(translator, p, target, OperatingPoint(0.0))
+        blended = {name: blend(target, every, OperatingPoint(f, recent=r)) for name, (f, r) in points.items()}
         baseline = {"ridge": translated_cache(ridge, p, target)} if ridge is not None else {}
         return {"native": p.native_cache, "none": None, "translated": translated_cache(translator, p, target)} | (
             baseline | blended

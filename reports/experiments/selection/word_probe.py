@@ -34,6 +34,7 @@ from mot_core.cache_ops import recompute_positions
 from mot_core.evaluation import answers_right
 from mot_core.loading import load_model
 from mot_core.translation.objective import prepare, translated_cache
+from mot_core.translation.recompute import OperatingPoint
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import load_translator
 from services.engines import resolve_translator_path
@@ -107,7 +108,7 @@ def main() -> None:
     right: dict[str, int] = {}
     for item in tqdm(items, desc="qa", unit="item"):
         p = prepare(source, target, Sample(item["context"], " ", -1), 1, translator.card.native_tail)
-        every = translated_cache(translator, p, target, recompute=0.0)
+        every = translated_cache(translator, p, target, OperatingPoint(0.0))
         caches = {"native": p.native_cache, "none": None}
         caches["oracle"] = recompute_positions(target, every, answer_span(p, item, p.keep))
         for f in fractions:

@@ -39,9 +39,7 @@ def main() -> None:
     tuned = retain_freed_memory()  # as the CLI does
     source, target, translator = models_and_translator(args)
     card = translator.card
-    variant = Variant(
-        recompute=card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
-    )
+    variant = Variant(point=card.operating_point)
     ratios = []
     for sample in corpus_samples(args, source.tokenizer):
         prepared = prepare(source, target, sample, 64, card.native_tail)

@@ -56,9 +56,7 @@ def main() -> None:
         )
 
     def recompute(cache):
-        return blend(
-            target, cache, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
-        )
+        return blend(target, cache, card.operating_point)
 
     rows = kv_rows(source_cache, source.spec)
     aligned = align_rows(rows, prepared.alignment.to_sparse())[:keep]

@@ -68,9 +68,7 @@ def corrected_operating_point(translator, target, p, correction) -> KVCache:
     value_view(rows, spec)[1:, 1:] += delta.view(p.keep - 1, -1, spec.num_kv_heads, spec.head_dim)
     ids = p.target_ids[:, : p.keep]
     cache = rows_to_cache(rows, spec, ids, target.fingerprint.id, all_positions=True, surprisal=p.surprisal)
-    return blend(
-        target, cache, card.recompute_fraction, selection=card.recompute_selection, recent=card.recompute_recent
-    )
+    return blend(target, cache, card.operating_point)
 
 
 @torch.no_grad()
