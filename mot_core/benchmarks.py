@@ -6,10 +6,12 @@ numbers to read. Each figure is the median of ``repeats`` runs.
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -75,6 +77,16 @@ def bench_codec(
             )
         )
     return rows
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, ``platform.processor()`` elsewhere)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def set_benchmark_threads(threads: int | None) -> int:

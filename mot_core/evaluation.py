@@ -487,6 +487,15 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         f"(per sample, each the fastest of {TIMING_REPEATS} back-to-back runs; median over samples).",
         "",
     ]
+    if "machine" in meta:
+        machine = meta["machine"]
+        lines += [
+            f"Written on: {machine['cpu']}, {machine['torch_threads']} torch threads, translator matmuls in "
+            f"{machine['translator_dtype']} (in float32, on CPUs without bfloat16 matmuls, the cost is higher: "
+            'README, "The cost column depends on the CPU"). The timings are those of the runs that scored the '
+            "samples (`progress.jsonl`).",
+            "",
+        ]
     if meta.get("report_only"):
         scored = ", ".join(f"{info['samples']} at {n} tokens" for n, info in result.per_length.items())
         qa_part = f", {meta.get('qa_items_scored')} of {meta.get('qa_items')} QA items" if meta.get("qa_items") else ""

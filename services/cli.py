@@ -611,6 +611,9 @@ def evaluate(
     command again after a stop and it goes on where it was (the report covers every sample asked for).
     The same command with --report-only reports what is scored so far.
     """
+    import torch
+
+    from mot_core.benchmarks import cpu_name
     from mot_core.data import pull_corpus
     from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, qa_scored, read_qa_items, write_report
     from mot_core.evaluation import evaluate as run_eval
@@ -619,7 +622,7 @@ def evaluate(
     from mot_core.paths import mot_home
     from mot_core.translation.pairs import context_chunks, fit_ridge
     from mot_core.translation.samples import cut_samples, read_corpus
-    from mot_core.translation.translator import load_translator
+    from mot_core.translation.translator import load_translator, serving_dtype
     from services.engines import resolve_translator_path
 
     _check_selection(selection)
@@ -690,6 +693,11 @@ def evaluate(
         "qa_items": len(items),
         "qa_items_scored": qa_scored(items, journal),
         "report_only": report_only,
+        "machine": {
+            "cpu": cpu_name(),
+            "torch_threads": torch.get_num_threads(),
+            "translator_dtype": str(serving_dtype(tgt.device.type)).removeprefix("torch."),
+        },
     }
     write_report(out, result, qa_result, meta)
     typer.echo((out / "report.md").read_text())

@@ -121,6 +121,15 @@ class TranslationResult:
 KIND_MODULES = {"ridge": "mot_core.translation.ridge", "mixture": "mot_core.translation.mixture"}
 
 
+def serving_dtype(device_type: str) -> torch.dtype:
+    """The dtype a translator's matmuls serve in on ``device_type``: bfloat16 on a GPU or a CPU with
+    bfloat16 matmuls (AVX-512 BF16 or AMX), float32 on any other CPU (AVX2 alone), where the
+    translation then costs more of a prefill (README, "The cost column depends on the CPU")."""
+    if device_type == "cuda" or (device_type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        return torch.bfloat16
+    return torch.float32
+
+
 class CacheTranslator(nn.Module):
     kind: ClassVar[str] = ""
 
@@ -152,10 +161,10 @@ class CacheTranslator(nn.Module):
     def inference_rows(
         self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """``predict_rows`` for serving: bfloat16 matmuls where the hardware has them (on the 2-core
-        reference CPU, Qwen2.5's at 1024 tokens take 0.085 s against 0.291 s in float32; relative
-        error ~0.3%, below the codec's bfloat16 rounding), float32 out."""
-        fast = aligned.device.type == "cuda" or torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        """``predict_rows`` for serving, in ``serving_dtype`` (bfloat16 where the hardware has its
+        matmuls: on the 2-core reference CPU, Qwen2.5's at 1024 tokens take 0.085 s against 0.291 s
+        in float32; relative error ~0.3%, below the codec's bfloat16 rounding), float32 out."""
+        fast = serving_dtype(aligned.device.type) == torch.bfloat16
         with torch.autocast(aligned.device.type, dtype=torch.bfloat16, enabled=fast):
             return self.predict_rows(aligned, all_positions=all_positions, first_layer=first_layer).float()
 

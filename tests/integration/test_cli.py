@@ -95,6 +95,9 @@ def test_eval_reports_and_reports_again_from_its_journal(tmp_path, tiny_dirs):
     assert ran.returncode == 0, ran.stderr
     report = json.loads((out / "report.json").read_text())
     assert [r["condition"] for r in report["rows"]] == ["native", "none", "translated", "deranged", "native-deranged"]
+    machine = report["meta"]["machine"]  # what the cost column depends on, named in the report
+    assert machine["cpu"] and machine["torch_threads"] >= 1 and machine["translator_dtype"] in ("bfloat16", "float32")
+    assert f"translator matmuls in {machine['translator_dtype']}" in (out / "report.md").read_text()
     journal = (out / "progress.jsonl").read_bytes()
     (out / "report.json").unlink()
 

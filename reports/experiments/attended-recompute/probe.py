@@ -27,6 +27,7 @@ from mot_core.cache_ops import to_model_cache  # noqa: E402
 from mot_core.translation.objective import operating_point_cache, translated_cache  # noqa: E402
 
 ATTENDED: dict = {}  # while set: "shares" [T] and "extra" (a share of the context) to add by attention
+# (and, if it holds a list "chosen", each call's added positions are appended to it)
 _recompute_positions = recompute.recompute_positions
 
 
@@ -36,6 +37,7 @@ def _with_attended(target, cache, positions, grad=False):
         shares = ATTENDED["shares"].clone()
         shares[positions], shares[0] = -1.0, -1.0
         chosen = shares.topk(round(ATTENDED["extra"] * cache.seq_len)).indices
+        ATTENDED.get("chosen", []).append(chosen)
         positions = torch.unique(torch.cat((positions, chosen)))
     return _recompute_positions(target, cache, positions, grad=grad)
 
@@ -47,7 +49,7 @@ recompute.recompute_positions = _with_attended
 def attention_shares(target, translator, prepared) -> torch.Tensor:
     """``[keep]``: per layer, each cached position's share of what the native tail reads (over the
     raw translation), summed over layers."""
-    model_cache = to_model_cache(target, translated_cache(translator, prepared, target, recompute=0.0))
+    model_cache = to_model_cache(target, translated_cache(translator, prepared, target, recompute.OperatingPoint(0.0)))
     implementation = target.model.config._attn_implementation
     target.model.set_attn_implementation("eager")
     try:
