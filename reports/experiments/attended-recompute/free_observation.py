@@ -31,8 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
-from probe import ATTENDED, attention_shares  # noqa: E402  (installs the ATTENDED hook)
-from tokens import models_and_translator, sample_parser  # noqa: E402
+from probe import ATTENDED, attention_shares, probe_parser  # noqa: E402  (installs the ATTENDED hook)
+from tokens import models_and_translator  # noqa: E402
 
 from mot_core.cache_ops import attention_to_cache  # noqa: E402
 from mot_core.translation.objective import PreparedSample, operating_point_cache  # noqa: E402
@@ -57,10 +57,7 @@ def source_shares(source, prepared: PreparedSample) -> torch.Tensor:
 
 
 def main() -> None:
-    parser = sample_parser(__doc__)
-    parser.add_argument("--extra", type=float, default=0.03)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    args = probe_parser(__doc__).parse_args()
     source, target, shipped = models_and_translator(args)
     without_recent = copy.deepcopy(shipped)
     without_recent.card.recompute_fraction -= shipped.card.recompute_recent

@@ -11,6 +11,7 @@ against eager attention). Retention and content gain as ``../through-recompute/c
         --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 12 --seed 1031 --out gemma3/probe-moby-dick.json
 """
 
+import argparse
 import copy
 import json
 import sys
@@ -65,11 +66,16 @@ def attention_shares(target, translator, prepared) -> torch.Tensor:
     return shares
 
 
+def probe_parser(doc: str) -> argparse.ArgumentParser:
+    """``sample_parser`` with the options the attended-share probes add: ``--extra`` and ``--out``."""
+    parser = sample_parser(doc)
+    parser.add_argument("--extra", type=float, default=0.03, help="share of the context recomputed on top")
+    parser.add_argument("--out", type=Path, help="write the scores here as JSON")
+    return parser
+
+
 def main() -> None:
-    parser = sample_parser(__doc__)
-    parser.add_argument("--extra", type=float, default=0.03)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    args = probe_parser(__doc__).parse_args()
     source, target, shipped = models_and_translator(args)
     more, swap = copy.deepcopy(shipped), copy.deepcopy(shipped)
     more.card.recompute_fraction += args.extra
