@@ -291,3 +291,19 @@ def test_an_attended_share_recomputes_what_the_native_tail_reads_most(tiny_lm):
         blend(tiny_lm, corrupted, OperatingPoint(0.5, selection="random", attended=0.2))
     with pytest.raises(ValueError, match="attended"):
         blend(tiny_lm, corrupted, OperatingPoint(0.5, selection="random", recent=0.4, attended=0.2), tail_ids=tail)
+
+
+def test_an_operating_point_is_checked_once_and_labelled_as_the_store_keys_name_it():
+    """Blended caches are stored under the translator's version plus the point's label: a label
+    that changed its form would orphan every stored blend."""
+    assert OperatingPoint(0.1, "phrases", recent=0.03).label == "phrases0.1r0.03"
+    assert OperatingPoint(0.12, "phrases", 0.02, 0.03).label == "phrases0.12r0.02a0.03"
+    assert OperatingPoint(0.1, "phrases", 0.03, 0.07)  # the shares may fill the fraction
+    with pytest.raises(ValueError, match="unknown selection 'names'"):
+        OperatingPoint(0.1, "names")
+    with pytest.raises(ValueError, match="their sum <= fraction"):
+        OperatingPoint(0.1, recent=0.08, attended=0.03)
+    with pytest.raises(ValueError, match="fraction <= 1"):
+        OperatingPoint(1.5)
+    with pytest.raises(ValueError, match=">= 0"):
+        OperatingPoint(0.1, recent=-0.01)
