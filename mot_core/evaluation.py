@@ -491,9 +491,9 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         machine = meta["machine"]
         lines += [
             f"Written on: {machine['cpu']}, {machine['torch_threads']} torch threads, translator matmuls in "
-            f"{machine['translator_dtype']} (in float32, on CPUs without bfloat16 matmuls, the cost is higher: "
-            'README, "The cost column depends on the CPU"). The timings are those of the runs that scored the '
-            "samples (`progress.jsonl`).",
+            f"{machine['translator_dtype']} (bfloat16 where the CPU has bfloat16 matmuls; without them the cost "
+            'column is higher: README, "The cost column depends on the CPU"). The timings are those of the runs '
+            "that scored the samples (`progress.jsonl`).",
             "",
         ]
     if meta.get("report_only"):
