@@ -21,7 +21,6 @@ that ``src`` picks too (the share a random pick would reach is ``--extra`` over 
 """
 
 import copy
-import json
 import statistics
 import sys
 from dataclasses import replace
@@ -30,8 +29,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
-from probe import ATTENDED, attention_shares, probe_parser  # noqa: E402  (installs the ATTENDED hook)
+from compare import corpus_samples, score_conditions  # noqa: E402
+from probe import ATTENDED, attention_shares, probe_parser, report  # noqa: E402  (installs the ATTENDED hook)
 from tokens import models_and_translator  # noqa: E402
 
 from mot_core.cache_ops import attention_to_cache  # noqa: E402
@@ -87,15 +86,9 @@ def main() -> None:
 
     samples = corpus_samples(args, source.tokenizer)
     nll = score_conditions(source, target, samples, shipped.card.native_tail, conditions_of)
-    scores = {name: content_scores(nll, name) for name in ("op", "tgt", "src", "rnd", "srcB")}
-    for name, s in scores.items():
-        print(f"{name:4} retention {s['retention']:.3f} deranged {s['deranged']:.3f}", end=" ")
-        print(f"content gain {s['content_gain']:.3f}")
     per_sample = [round(o, 2) for o in overlaps]
     print(f"overlap of src with tgt: mean {statistics.mean(overlaps):.3f} (per sample {per_sample})")
-    if args.out:
-        settings = {k: str(v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"args": settings, "nll": nll, **scores, "overlap": overlaps}, indent=1))
+    report(args, nll, ("op", "tgt", "src", "rnd", "srcB"), overlap=overlaps)
 
 
 if __name__ == "__main__":

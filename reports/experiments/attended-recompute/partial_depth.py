@@ -15,7 +15,6 @@ reads most (``free_observation.source_shares``), recomputed after the operating 
         --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 12 --seed 1031
 """
 
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -23,9 +22,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
+from compare import corpus_samples, score_conditions  # noqa: E402
 from free_observation import source_shares  # noqa: E402
-from probe import probe_parser  # noqa: E402
+from probe import probe_parser, report  # noqa: E402
 from tokens import models_and_translator  # noqa: E402
 
 import mot_core.translation.recompute as recompute  # noqa: E402
@@ -91,13 +90,7 @@ def main() -> None:
 
     samples = corpus_samples(args, source.tokenizer)
     nll = score_conditions(source, target, samples, shipped.card.native_tail, conditions_of)
-    scores = {name: content_scores(nll, name) for name in ["op", *settings]}
-    for name, s in scores.items():
-        print(f"{name:7} retention {s['retention']:.3f} deranged {s['deranged']:.3f}", end=" ")
-        print(f"content gain {s['content_gain']:.3f}")
-    if args.out:
-        settings_out = {k: str(v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"args": settings_out, "nll": nll, **scores}, indent=1))
+    report(args, nll, ["op", *settings])
 
 
 if __name__ == "__main__":

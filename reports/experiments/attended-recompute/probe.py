@@ -95,14 +95,19 @@ def main() -> None:
 
     samples = corpus_samples(args, source.tokenizer)
     nll = score_conditions(source, target, samples, shipped.card.native_tail, conditions_of)
-    scores = {name: content_scores(nll, name) for name in ("op", "more", "attn", "swap")}
+    report(args, nll, ("op", "more", "attn", "swap"))
+
+
+def report(args: argparse.Namespace, nll: dict, names, **extra) -> None:
+    """Print retention, control and content gain of each condition in ``names``; with ``--out``, write
+    them as JSON with the options, the mean NLLs and ``extra``."""
+    scores = {name: content_scores(nll, name) for name in names}
     for name, s in scores.items():
-        print(
-            f"{name:6} retention {s['retention']:.3f} deranged {s['deranged']:.3f} content gain {s['content_gain']:.3f}"
-        )
+        print(f"{name:8} retention {s['retention']:.3f} deranged {s['deranged']:.3f}", end=" ")
+        print(f"content gain {s['content_gain']:.3f}")
     if args.out:
         settings = {k: str(v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"args": settings, "nll": nll, **scores}, indent=1))
+        args.out.write_text(json.dumps({"args": settings, "nll": nll, **scores, **extra}, indent=1))
 
 
 if __name__ == "__main__":

@@ -10,15 +10,14 @@ thousandths of the recompute's cost. Retention and content gain as ``../through-
         --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 12 --seed 1031
 """
 
-import json
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-from compare import content_scores, corpus_samples, score_conditions  # noqa: E402
-from probe import ATTENDED  # noqa: E402  (installs the ATTENDED hook)
+from compare import corpus_samples, score_conditions  # noqa: E402
+from probe import ATTENDED, report  # noqa: E402  (installs the ATTENDED hook)
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
 from mot_core.translation.objective import operating_point_cache  # noqa: E402
@@ -49,13 +48,7 @@ def main() -> None:
 
     samples = corpus_samples(args, source.tokenizer)
     nll = score_conditions(source, target, samples, shipped.card.native_tail, conditions_of)
-    scores = {name: content_scores(nll, name) for name in ["op"] + [f"first{k}" for k in firsts]}
-    for name, s in scores.items():
-        print(f"{name:8} retention {s['retention']:.3f} deranged {s['deranged']:.3f}", end=" ")
-        print(f"content gain {s['content_gain']:.3f}")
-    if args.out:
-        settings = {k: str(v) for k, v in vars(args).items()}
-        args.out.write_text(json.dumps({"args": settings, "nll": nll, **scores}, indent=1))
+    report(args, nll, ["op"] + [f"first{k}" for k in firsts])
 
 
 if __name__ == "__main__":
