@@ -92,10 +92,10 @@ def sweep_variants(
     error, at random); where a ``recent`` share is set, all of the budget on the selection
     (``<selection>-only``) or on the context's last tokens (``recent-only``); and where an
     ``attended`` share is set, the same budget without it (``no-attended``)."""
-    variants = {f"recompute@{f:g}": _point(f, selection, recent, attended) for f in fractions}
+    variants = {f"recompute@{f:g}": Variant(point=_fitted_point(f, selection, recent, attended)) for f in fractions}
     ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated and ablations:
-        point = _point(ablated, selection, recent, attended).point
+        point = _fitted_point(ablated, selection, recent, attended)
 
         def ablation(changed: OperatingPoint) -> Variant:
             return Variant(point=changed, ablation=True)
@@ -110,12 +110,12 @@ def sweep_variants(
     return variants
 
 
-def _point(fraction: float | None, selection: str, recent: float, attended: float) -> Variant:
-    """The operating point at ``fraction``, its shares cut to what fits (recent first)."""
+def _fitted_point(fraction: float | None, selection: str, recent: float, attended: float) -> OperatingPoint | None:
+    """The operating point at ``fraction`` (None: pure translation), its shares cut to what fits (recent first)."""
     if fraction is None:
-        return Variant()
+        return None
     share = min(recent, fraction)
-    return Variant(point=OperatingPoint(fraction, selection, share, min(attended, fraction - share)))
+    return OperatingPoint(fraction, selection, share, min(attended, fraction - share))
 
 
 def _condition_caches(target, prepared, other, translators, point: Variant, sweep) -> dict[str, Callable]:
@@ -259,7 +259,7 @@ def _variants(
 ) -> tuple[Variant, dict[str, Variant]]:
     """The ``translated`` condition (pure translation, or the operating point's recompute) and the
     extra conditions (``sweep_variants``; none without a translator)."""
-    point = _point(operating_point, selection, recent, attended)
+    point = Variant(point=_fitted_point(operating_point, selection, recent, attended))
     if "translated" not in translators:
         return point, {}
     extra = sweep_variants(operating_point, sweep, recent, selection=selection, ablations=ablations, attended=attended)

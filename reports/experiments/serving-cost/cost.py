@@ -28,6 +28,7 @@ from mot_core.allocator import retain_freed_memory  # noqa: E402
 from mot_core.evaluation import Variant, time_translation  # noqa: E402
 from mot_core.paths import mot_home  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
+from mot_core.translation.translator import serving_dtype  # noqa: E402
 
 VALIDATION = mot_home() / "data/sotu/validation.jsonl"
 
@@ -49,7 +50,7 @@ def main() -> None:
         "code": str(Path(mot_core.__file__).parents[1]),
         "target": target.name,
         "allocator_tuned": tuned,
-        "bf16_matmuls": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+        "bf16_matmuls": serving_dtype("cpu") == torch.bfloat16,
         "median": round(statistics.median(ratios), 4),
         "ratios": [round(r, 4) for r in ratios],
     }
