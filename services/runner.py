@@ -38,6 +38,7 @@ class LocalService:
         self.num_cpus = num_cpus
         self.redis = None
         self.redis_url = ""
+        self.app_running = False  # serve.run returned: stop() drains the app's replicas
         self.replica_logs: Path | None = None  # Serve's log files, one per replica, once started
 
     @property
@@ -80,6 +81,7 @@ class LocalService:
             ),
         )
         serve.run(build_app(self.args), name=APP_NAME, route_prefix=ROUTE_PREFIX)
+        self.app_running = True
         log.info(
             "service up in %.1f s; gRPC at %s (application %r); replica logs in %s",
             time.perf_counter() - started,
@@ -94,7 +96,13 @@ class LocalService:
         from ray import serve
 
         try:
-            serve.shutdown()
+            if self.app_running:
+                # Deleting the app drains its replicas; Serve's controller and proxies end with this
+                # private Ray instance. (serve.shutdown() would end them itself, but Ray retries its call
+                # to the controller after the controller has killed itself, and prints a spurious
+                # "Task ServeController.graceful_shutdown failed" at every stop: ray-project/ray#35391.)
+                serve.delete(APP_NAME)
+                self.app_running = False
         finally:
             ray.shutdown()
             if self.redis is not None:

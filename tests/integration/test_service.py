@@ -77,7 +77,7 @@ def service(service_models):
                 client.wait_ready(timeout=READY_TIMEOUT_S)  # Serve's gRPC proxy may need a moment
             yield svc
         finally:
-            local.stop()  # serve.shutdown + ray.shutdown
+            local.stop()  # serve.delete + ray.shutdown
             server.stop()
 
 
