@@ -49,15 +49,16 @@ def klass(piece: str) -> str:
 
 
 def sample_parser(
-    description: str, *, samples: int = 12, seed: int = 1031, corpus: Path | None = None
+    description: str, *, samples: int = 12, seed: int = 1031, corpus: Path | None = None, needs_corpus: bool = True
 ) -> argparse.ArgumentParser:
     """The options every script here takes (and those of ``serving-cost/``): the target, its
     translator, and the samples that ``compare.corpus_samples`` cuts (here 12 at 1024 tokens;
-    ``--seed 1031``: an acceptance run's first). ``--corpus`` is required unless ``corpus`` is given."""
+    ``--seed 1031``: an acceptance run's first). ``--corpus`` is required unless ``corpus`` is given
+    or the script can run without one (``needs_corpus=False``: a QA mode)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-t", "--target", required=True)
     parser.add_argument("--checkpoint", help="default: the shipped translator")
-    parser.add_argument("--corpus", type=Path, required=corpus is None, default=corpus)
+    parser.add_argument("--corpus", type=Path, required=needs_corpus and corpus is None, default=corpus)
     parser.add_argument("--samples", type=int, default=samples)
     parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--context-tokens", type=int, default=1024)
