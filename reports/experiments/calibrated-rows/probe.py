@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
 import compare  # noqa: E402
-from compare import compare_nll, compare_qa, corpus_samples  # noqa: E402
+from compare import add_qa_mode, score_variants  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
 from mot_core.translation.objective import translated_cache  # noqa: E402
@@ -82,10 +82,11 @@ def main() -> None:
     parser = sample_parser(__doc__, needs_corpus=False)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {VARIANTS}")
     parser.add_argument("--floor", type=float, default=0.5, help="the smallest slope applied")
-    parser.add_argument("--qa", type=Path, help="score QA accuracy on this qa_dev file instead")
-    parser.add_argument("--qa-items", default="100:200")
+    add_qa_mode(parser)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if not (args.qa or args.corpus):
+        parser.error("give --corpus (or --qa)")
     source, target, shipped = models_and_translator(args)
     translators = {"op": shipped}
     for name in args.variants.split(","):
@@ -93,19 +94,7 @@ def main() -> None:
             raise SystemExit(f"unknown variant {name!r}: one of {VARIANTS}")
         translators[name] = copy.deepcopy(shipped)
         translators[name].calibrate, translators[name].floor = name, args.floor
-    tail = shipped.card.native_tail
-    if not (args.qa or args.corpus):
-        parser.error("give --corpus (or --qa)")
-    if args.qa:
-        start, stop = map(int, args.qa_items.split(":"))
-        items = [json.loads(line) for line in args.qa.read_text(encoding="utf-8").splitlines()][start:stop]
-        result = compare_qa(source, target, translators, items, tail)
-        print("accuracy", json.dumps(result["accuracy"]), "QA retention", json.dumps(result["qa_retention"]))
-    else:
-        result = compare_nll(source, target, translators, corpus_samples(args, source.tokenizer), tail)
-        for name in translators:
-            scores = result[name]
-            print(f"{name:>8} retention {scores['retention']:.3f} content gain {scores['content_gain']:.3f}")
+    result = score_variants(args, source, target, translators, shipped.card.native_tail)
     layers = {
         part: [sum(s[part][i] for s in SLOPES if s[part]) / max(1, sum(1 for s in SLOPES if s[part])) for i in range(n)]
         for part in ("keys", "values")

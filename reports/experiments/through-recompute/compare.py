@@ -92,6 +92,32 @@ def compare_qa(source, target, translators: dict, items: list[dict], native_tail
     return {"items": len(items), "accuracy": accuracy, "qa_retention": qa_retention(accuracy)}
 
 
+def qa_items(path: Path, span: str) -> list[dict]:
+    """Items ``START:STOP`` (``span``) of a qa_dev JSONL file."""
+    start, stop = (int(v) for v in span.split(":"))
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[start:stop]]
+
+
+def add_qa_mode(parser: argparse.ArgumentParser) -> None:
+    """``--qa`` and ``--qa-items``: ``score_variants`` scores QA accuracy instead of a corpus."""
+    parser.add_argument("--qa", type=Path, help="score QA accuracy on this qa_dev file instead of --corpus")
+    parser.add_argument("--qa-items", default="100:200", help="START:STOP of its items")
+
+
+def score_variants(args: argparse.Namespace, source, target, translators: dict, native_tail: int) -> dict:
+    """Inference-time variants side by side, as the probes score them: with ``args.qa``, QA accuracy
+    on its items ``args.qa_items``; otherwise retention and content gain on ``args.corpus``. Prints them."""
+    if getattr(args, "qa", None):  # a probe without a QA mode has no --qa
+        result = compare_qa(source, target, translators, qa_items(args.qa, args.qa_items), native_tail)
+        print("accuracy", json.dumps(result["accuracy"]), "QA retention", json.dumps(result["qa_retention"]))
+        return result
+    result = compare_nll(source, target, translators, corpus_samples(args, source.tokenizer), native_tail)
+    for name in translators:
+        scores = result[name]
+        print(f"{name:>12} retention {scores['retention']:.3f} content gain {scores['content_gain']:.3f}")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-s", "--source", default="smollm2-135m")
@@ -127,11 +153,9 @@ def main() -> None:
         }
         _write(args.out, result, translators)
     if args.qa:
-        start, stop = (int(v) for v in args.qa_items.split(":"))
-        lines = args.qa.read_text(encoding="utf-8").splitlines()[start:stop]
         result["qa"] = {
             "range": args.qa_items,
-            **compare_qa(source, target, translators, [json.loads(x) for x in lines], tail),
+            **compare_qa(source, target, translators, qa_items(args.qa, args.qa_items), tail),
         }
         _write(args.out, result, translators)
 

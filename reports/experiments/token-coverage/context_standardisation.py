@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
-from compare import compare_nll, corpus_samples  # noqa: E402
+from compare import score_variants  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
 
@@ -54,9 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     source, target, shipped = models_and_translator(args)
     translators = {"op": shipped} | {v: standardised_by_context(shipped, v) for v in args.variants.split(",")}
-    result = compare_nll(source, target, translators, corpus_samples(args, source.tokenizer), shipped.card.native_tail)
-    for name in translators:
-        print(f"{name:>12} retention {result[name]['retention']:.3f} content gain {result[name]['content_gain']:.3f}")
+    result = score_variants(args, source, target, translators, shipped.card.native_tail)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
 

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
 import compare  # noqa: E402
-from compare import compare_nll, compare_qa, corpus_samples  # noqa: E402
+from compare import add_qa_mode, corpus_samples, score_variants  # noqa: E402
 from coverage import token_counts, training_corpora  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
@@ -67,34 +67,25 @@ def main() -> None:
     parser = sample_parser(__doc__, needs_corpus=False)
     parser.add_argument("--min-count", type=int, default=10, help="rarer than this in the training corpora")
     parser.add_argument("--bonuses", default="3,1", help="comma-separated surprisal bonuses (nats), one variant each")
-    parser.add_argument("--qa", type=Path, help="score QA accuracy on this qa_dev file instead")
-    parser.add_argument("--qa-items", default="100:200")
+    add_qa_mode(parser)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if not (args.qa or args.corpus):
+        parser.error("give --corpus (or --qa)")
     source, target, shipped = models_and_translator(args)
     RARE["rare"] = token_counts(target.tokenizer, training_corpora(target.name)) < args.min_count
     translators = {"op": shipped}
     for bonus in args.bonuses.split(","):
         translators[f"rare+{bonus}"] = copy.deepcopy(shipped)
         translators[f"rare+{bonus}"].rare_bonus = float(bonus)
-    tail = shipped.card.native_tail
-    if not (args.qa or args.corpus):
-        parser.error("give --corpus (or --qa)")
-    if args.qa:
-        start, stop = map(int, args.qa_items.split(":"))
-        items = [json.loads(line) for line in args.qa.read_text(encoding="utf-8").splitlines()][start:stop]
-        result = compare_qa(source, target, translators, items, tail)
-        print("accuracy", json.dumps(result["accuracy"]), "QA retention", json.dumps(result["qa_retention"]))
-    else:
-        samples = corpus_samples(args, source.tokenizer)
+    result = {}
+    if not args.qa:
         encode = target.tokenizer
+        samples = corpus_samples(args, source.tokenizer)
         ids = torch.cat([torch.tensor(encode(s.context, add_special_tokens=False).input_ids) for s in samples])
-        result = {"rare_share": RARE["rare"][ids].float().mean().item()}
+        result["rare_share"] = RARE["rare"][ids].float().mean().item()
         print(f"share of the contexts' target tokens seen < {args.min_count} times: {result['rare_share']:.3f}")
-        result |= compare_nll(source, target, translators, samples, tail)
-        for name in translators:
-            scores = result[name]
-            print(f"{name:>8} retention {scores['retention']:.3f} content gain {scores['content_gain']:.3f}")
+    result |= score_variants(args, source, target, translators, shipped.card.native_tail)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
 
