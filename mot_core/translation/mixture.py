@@ -162,14 +162,17 @@ class MixtureTranslator(CacheTranslator):
         Gathering, laying out and casting the ~50 MB of weights on every call cost ~0.015 s of a
         Gemma-3 translation at 1024 tokens on the 2-core reference CPU, and the scale folded in
         saves a pass over the rows. The copy is remade when a parameter or buffer (the scale)
-        changes in place (its version counter) or moves (its storage).
+        changes in place (its version counter) or moves (its storage). A translator loaded under
+        ``torch.inference_mode`` has no version counters to read, so nothing tells a change: its
+        serving weights are made afresh on every call.
         """
         device = layers.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else self.base.dtype
         tensors = (*self.parameters(), *self.buffers())
-        state = tuple((t._version, t.data_ptr()) for t in tensors)
+        trackable = not any(t.is_inference() for t in tensors)
+        state = tuple((t._version, t.data_ptr()) for t in tensors) if trackable else None
         kept = self._cast
-        if kept is None or kept[0] != state:
+        if kept is None or kept[0] is None or kept[0] != state:
             kept = self._cast = (state, {})  # replaced whole: a concurrent call keeps the one it read
         key = (tuple(layers.tolist()), dtype)
         weights = kept[1].get(key)

@@ -742,6 +742,32 @@ def test_mixture_computes_its_formula_per_token():
         torch.testing.assert_close(after, before + 1.0, rtol=1e-5, atol=1e-5)
 
 
+def test_a_translator_made_under_inference_mode_serves_and_sees_its_changes():
+    """Inference tensors have no version counter for the serving weights' cache to read: such a
+    translator (loaded inside ``torch.inference_mode``, as a server may) serves the same rows and
+    follows an in-place change of its weights."""
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import TranslatorCard
+
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp")
+    config = dict(source_layers=3, source_width=6, target_layers=2, target_width=4, target_windows=[None, None])
+    torch.manual_seed(0)
+    plain = MixtureTranslator(card, **config, experts=3, top_k=2, hidden=5)
+    with torch.no_grad():
+        for parameter in plain.parameters():
+            parameter.normal_()
+    aligned = torch.randn(7, 3, 6)
+    with torch.inference_mode():
+        loaded = MixtureTranslator(card, **config, experts=3, top_k=2, hidden=5)
+        loaded.load_state_dict(plain.state_dict())
+        assert all(p.is_inference() for p in loaded.parameters())
+        rows = loaded.predict_rows(aligned)
+        with torch.no_grad():
+            torch.testing.assert_close(rows, plain.predict_rows(aligned))
+        loaded.target_mean.add_(1.0)
+        torch.testing.assert_close(loaded.predict_rows(aligned), rows + 1.0)
+
+
 def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
     from mot_core.evaluation import sweep_variants
 
