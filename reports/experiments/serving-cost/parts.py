@@ -5,7 +5,6 @@ allocator tuned as the CLI tunes it).
     python reports/experiments/serving-cost/parts.py -t gemma3-270m
 """
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -18,34 +17,30 @@ from tokens import models_and_translator, sample_parser  # noqa: E402
 
 from mot_core.alignment import align  # noqa: E402
 from mot_core.allocator import retain_freed_memory  # noqa: E402
+from mot_core.benchmarks import median_seconds  # noqa: E402
 from mot_core.cache_ops import prefill, replace_head  # noqa: E402
-from mot_core.evaluation import timed_runs  # noqa: E402
 from mot_core.translation.assemble import rows_to_cache  # noqa: E402
 from mot_core.translation.features import align_rows, kv_rows  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
 from mot_core.translation.recompute import blend  # noqa: E402
 
 
-@torch.no_grad()
-def main() -> None:
-    parser = sample_parser(__doc__, samples=1, seed=7, corpus=VALIDATION)
+def one_sample(description: str) -> tuple:
+    """``--repeats`` and the options of ``sample_parser`` (one validation sample by default), the
+    allocator tuned as the CLI tunes it, and what the scripts here time: the arguments, the models,
+    the translator, the sample and its ``PreparedSample``, and a ``translate()`` of it with every
+    position kept (what a recompute starts from)."""
+    parser = sample_parser(description, samples=1, seed=7, corpus=VALIDATION)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()
     retain_freed_memory()  # as the CLI does
     source, target, translator = models_and_translator(args)
-    card = translator.card
     sample = corpus_samples(args, source.tokenizer)[0]
-    prepared = prepare(source, target, sample, 64, card.native_tail)
-    keep = len(prepared.alignment.target_ids) - card.native_tail
-    ids = torch.tensor([prepared.alignment.target_ids[:keep]])
-    source_cache = prepared.source_cache
-
-    def timed(step) -> float:
-        return statistics.median(timed_runs(step, args.repeats))
+    prepared = prepare(source, target, sample, 64, translator.card.native_tail)
 
     def translate():
         return translator.translate(
-            source_cache,
+            prepared.source_cache,
             sample.context,
             source_spec=source.spec,
             source_tokenizer=source.tokenizer,
@@ -55,11 +50,24 @@ def main() -> None:
             all_positions=True,
         )
 
+    return args, source, target, translator, sample, prepared, translate
+
+
+@torch.no_grad()
+def main() -> None:
+    args, source, target, translator, sample, prepared, translate = one_sample(__doc__)
+    card = translator.card
+    ids = prepared.target_ids[:, : prepared.keep]
+    source_cache = prepared.source_cache
+
+    def timed(step) -> float:
+        return median_seconds(step, args.repeats)
+
     def recompute(cache):
         return blend(target, cache, card.operating_point)
 
     rows = kv_rows(source_cache, source.spec)
-    aligned = align_rows(rows, prepared.alignment.to_sparse())[:keep]
+    aligned = align_rows(rows, prepared.alignment.to_sparse())[: prepared.keep]
     predicted = translator.inference_rows(aligned, all_positions=True)
     cache = replace_head(target, translate().cache)
     native = timed(lambda: prefill(target, ids))

@@ -7,34 +7,18 @@ on an idle machine.
     python reports/experiments/serving-cost/profile_recompute.py -t gemma3-270m
 """
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
-from compare import corpus_samples  # noqa: E402
-from cost import VALIDATION  # noqa: E402
-from tokens import models_and_translator, sample_parser  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+from parts import one_sample  # noqa: E402
 
-from mot_core.allocator import retain_freed_memory  # noqa: E402
+from mot_core.benchmarks import median_seconds  # noqa: E402
 from mot_core.cache_ops import prefill, replace_head  # noqa: E402
-from mot_core.translation.objective import prepare  # noqa: E402
 from mot_core.translation.recompute import blend  # noqa: E402
-
-
-def median_seconds(step, repeats: int) -> float:
-    step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def gemm_rate(target, rows: int) -> float:
@@ -46,40 +30,24 @@ def gemm_rate(target, rows: int) -> float:
         for w in linears:
             torch.nn.functional.linear(inputs[w.shape[1]], w)
 
+    run()  # warm-up
     seconds = median_seconds(run, 5)
     return sum(2 * rows * w.numel() for w in linears) / seconds / 1e9
 
 
 @torch.inference_mode()
 def main() -> None:
-    parser = sample_parser(__doc__, samples=1, seed=7, corpus=VALIDATION)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    retain_freed_memory()  # as the CLI does
-    source, target, translator = models_and_translator(args)
+    args, _, target, translator, _, prepared, translate = one_sample(__doc__)
     card = translator.card
-    sample = corpus_samples(args, source.tokenizer)[0]
-    prepared = prepare(source, target, sample, 64, card.native_tail)
     ids = prepared.target_ids[:, : prepared.keep]
-    translated = translator.translate(
-        prepared.source_cache,
-        sample.context,
-        source_spec=source.spec,
-        source_tokenizer=source.tokenizer,
-        target_spec=target.spec,
-        target_tokenizer=target.tokenizer,
-        target_first_layer=target,
-        all_positions=True,
-    )
-    cache = replace_head(target, translated.cache)
-    recompute = median_seconds(lambda: blend(target, cache, card.operating_point), args.repeats)
-    native = median_seconds(lambda: prefill(target, ids), args.repeats)
+    cache = replace_head(target, translate().cache)
+    steps = {"recompute": lambda: blend(target, cache, card.operating_point), "prefill": lambda: prefill(target, ids)}
+    for step in steps.values():
+        step()  # warm-up
+    recompute, native = (median_seconds(step, args.repeats) for step in steps.values())
     ratio = recompute / native
     print(f"{target.name}: {ids.shape[-1]} tokens; recompute {recompute:.3f} s, prefill {native:.3f} s ({ratio:.3f}x)")
-    for name, step in (
-        ("recompute", lambda: blend(target, cache, card.operating_point)),
-        ("prefill", lambda: prefill(target, ids)),
-    ):
+    for name, step in steps.items():
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             step()
         print(f"\n{name}: top operators by self CPU time")
