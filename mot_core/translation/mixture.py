@@ -169,11 +169,13 @@ class MixtureTranslator(CacheTranslator):
         device = layers.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else self.base.dtype
         tensors = (*self.parameters(), *self.buffers())
-        trackable = not any(t.is_inference() for t in tensors)
-        state = tuple((t._version, t.data_ptr()) for t in tensors) if trackable else None
-        kept = self._cast
-        if kept is None or kept[0] is None or kept[0] != state:
-            kept = self._cast = (state, {})  # replaced whole: a concurrent call keeps the one it read
+        if any(t.is_inference() for t in tensors):
+            kept = (None, {})  # made for this call only: nothing would tell a later call it is stale
+        else:
+            state = tuple((t._version, t.data_ptr()) for t in tensors)
+            kept = self._cast
+            if kept is None or kept[0] != state:
+                kept = self._cast = (state, {})  # replaced whole: a concurrent call keeps the one it read
         key = (tuple(layers.tolist()), dtype)
         weights = kept[1].get(key)
         if weights is None:

@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
 import compare  # noqa: E402
-from compare import add_qa_mode, score_variants  # noqa: E402
+from compare import parse_with_qa_mode, score_variants  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
 from mot_core.translation.objective import translated_cache  # noqa: E402
@@ -82,11 +82,7 @@ def main() -> None:
     parser = sample_parser(__doc__, needs_corpus=False)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {VARIANTS}")
     parser.add_argument("--floor", type=float, default=0.5, help="the smallest slope applied")
-    add_qa_mode(parser)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    if not (args.qa or args.corpus):
-        parser.error("give --corpus (or --qa)")
+    args = parse_with_qa_mode(parser)
     source, target, shipped = models_and_translator(args)
     translators = {"op": shipped}
     for name in args.variants.split(","):

@@ -98,20 +98,30 @@ def qa_items(path: Path, span: str) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[start:stop]]
 
 
-def add_qa_mode(parser: argparse.ArgumentParser) -> None:
-    """``--qa`` and ``--qa-items``: ``score_variants`` scores QA accuracy instead of a corpus."""
+def parse_with_qa_mode(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The probe's arguments with ``--qa``/``--qa-items`` (``score_variants`` scores QA accuracy
+    instead of a corpus: ``--corpus`` or ``--qa`` is needed) and ``--out``."""
     parser.add_argument("--qa", type=Path, help="score QA accuracy on this qa_dev file instead of --corpus")
     parser.add_argument("--qa-items", default="100:200", help="START:STOP of its items")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if not (args.qa or args.corpus):
+        parser.error("give --corpus (or --qa)")
+    return args
 
 
-def score_variants(args: argparse.Namespace, source, target, translators: dict, native_tail: int) -> dict:
+def score_variants(
+    args: argparse.Namespace, source, target, translators: dict, native_tail: int, samples: list | None = None
+) -> dict:
     """Inference-time variants side by side, as the probes score them: with ``args.qa``, QA accuracy
-    on its items ``args.qa_items``; otherwise retention and content gain on ``args.corpus``. Prints them."""
+    on its items ``args.qa_items``; otherwise retention and content gain on ``args.corpus`` (its
+    ``samples``, if the caller has cut them already). Prints them."""
     if getattr(args, "qa", None):  # a probe without a QA mode has no --qa
         result = compare_qa(source, target, translators, qa_items(args.qa, args.qa_items), native_tail)
         print("accuracy", json.dumps(result["accuracy"]), "QA retention", json.dumps(result["qa_retention"]))
         return result
-    result = compare_nll(source, target, translators, corpus_samples(args, source.tokenizer), native_tail)
+    samples = samples if samples is not None else corpus_samples(args, source.tokenizer)
+    result = compare_nll(source, target, translators, samples, native_tail)
     for name in translators:
         scores = result[name]
         print(f"{name:>12} retention {scores['retention']:.3f} content gain {scores['content_gain']:.3f}")

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
 import compare  # noqa: E402
-from compare import add_qa_mode, corpus_samples, score_variants  # noqa: E402
+from compare import corpus_samples, parse_with_qa_mode, score_variants  # noqa: E402
 from coverage import token_counts, training_corpora  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
@@ -67,25 +67,21 @@ def main() -> None:
     parser = sample_parser(__doc__, needs_corpus=False)
     parser.add_argument("--min-count", type=int, default=10, help="rarer than this in the training corpora")
     parser.add_argument("--bonuses", default="3,1", help="comma-separated surprisal bonuses (nats), one variant each")
-    add_qa_mode(parser)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    if not (args.qa or args.corpus):
-        parser.error("give --corpus (or --qa)")
+    args = parse_with_qa_mode(parser)
     source, target, shipped = models_and_translator(args)
     RARE["rare"] = token_counts(target.tokenizer, training_corpora(target.name)) < args.min_count
     translators = {"op": shipped}
     for bonus in args.bonuses.split(","):
         translators[f"rare+{bonus}"] = copy.deepcopy(shipped)
         translators[f"rare+{bonus}"].rare_bonus = float(bonus)
-    result = {}
+    result, samples = {}, None
     if not args.qa:
         encode = target.tokenizer
         samples = corpus_samples(args, source.tokenizer)
         ids = torch.cat([torch.tensor(encode(s.context, add_special_tokens=False).input_ids) for s in samples])
         result["rare_share"] = RARE["rare"][ids].float().mean().item()
         print(f"share of the contexts' target tokens seen < {args.min_count} times: {result['rare_share']:.3f}")
-    result |= score_variants(args, source, target, translators, shipped.card.native_tail)
+    result |= score_variants(args, source, target, translators, shipped.card.native_tail, samples)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
 
