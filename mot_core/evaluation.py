@@ -240,9 +240,10 @@ def time_translation(
             target_first_layer=target,
             all_positions=variant.point is not None,
         )
-        cache = replace_head(target, result.cache)
-        if variant.point is not None:
-            cache = blend(target, cache, variant.point, tail_ids=tail_ids)
+        if variant.point is None:
+            cache = replace_head(target, result.cache)
+        else:  # the head is recomputed in the same pass
+            cache = blend(target, result.cache, variant.point, tail_ids=tail_ids)
         to_model_cache(target, cache)
 
     return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}

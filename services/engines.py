@@ -372,7 +372,7 @@ class TargetEngine:
             if cache is not None and torch.equal(cache.token_ids[0], ids[0, : cache.seq_len]):
                 return cache, stored, False
             blob, _ = self.translate_fn(ctx, self.name, text, deadline.remaining())
-            translated = replace_head(self.lm, self._decode_translated(blob, ids))
+            translated = self._decode_translated(blob, ids)  # blend recomputes the head too
             deadline.check("recompute")
             laps = Laps()
             with laps("recompute"):

@@ -60,7 +60,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from mot_core.cache_ops import attention_to_cache, first_layer_kv, recompute_positions
+from mot_core.cache_ops import attention_to_cache, first_layer_kv, recompute_positions, replace_head
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 
@@ -225,6 +225,12 @@ def blend(
     reads most (``most_attended``: ``tail_ids [1, m]`` are the context's tokens after the cache),
     and the rest by ``point.selection`` (``select_positions``).
 
+    Position 0 (the head: BOS or the context's first token, the attention sink) is recomputed in
+    the same pass, on top of the budget: it attends only to itself, so its rows come out the
+    target's own, as ``cache_ops.replace_head`` makes them, for one more row here instead of a pass
+    over every weight for one token there (for a model without a BOS, whose head is new with each
+    context, that pass is ~0.03x of a prefill on a CPU). Callers need not put the head in first.
+
     ``cache`` holds every position in every layer (``all_positions``); the result has the same
     layout (``to_model_cache`` or ``trim_to_windows`` drop what sliding layers do not keep).
     ``selection="phrases"``, ``"words"`` and ``"surprisal"`` need ``cache.surprisal`` (the source
@@ -257,8 +263,10 @@ def blend(
     )
     if attended:
         count = min(round(fraction * cache.seq_len), cache.seq_len - 1) - positions.numel()
-        positions = torch.cat((positions, most_attended(target, cache, tail_ids, count, taken=positions)))
-    return recompute_positions(target, cache, positions, grad=grad)
+        observed = replace_head(target, cache)  # the tail reads the context through the native sink
+        positions = torch.cat((positions, most_attended(target, observed, tail_ids, count, taken=positions)))
+    head = torch.zeros(1, dtype=torch.long)
+    return recompute_positions(target, cache, torch.cat((head, positions)), grad=grad)
 
 
 def most_attended(

@@ -5,7 +5,8 @@ rows ``[T_t, L_t, F_t]`` (``predict_rows``). Around that, ``translate`` does wha
 depend on the translator kind: causal span alignment of the two tokenisations, un-rotating the
 source keys, leaving the last ``native_tail`` context tokens for the target to compute itself, and
 re-rotating with the target's per-layer RoPE. Position 0 is predicted too, but the target replaces
-it with its own (``cache_ops.replace_head``: one token of compute) before use. Weights are saved
+it with its own before use (``recompute.blend`` at an operating point, one more recomputed row;
+``cache_ops.replace_head`` without one, one token of compute). Weights are saved
 as safetensors next to a JSON card; nothing is ever unpickled.
 """
 

@@ -229,6 +229,26 @@ def test_selection_ranks_by_score_and_never_takes_the_head():
         select_positions(errors, 1.5)
 
 
+def test_a_blend_gives_the_head_the_targets_own_rows_in_its_own_pass(tiny_lm):
+    """Position 0 is recomputed with the chosen tokens (on top of the budget), so callers need no
+    separate one-token pass (``replace_head``): a wrong head comes out native in every layer, and the
+    rest is what a blend over a cache with the native head already in place gives."""
+    ids = _ids(tiny_lm)
+    native = _full_native_cache(tiny_lm, ids)
+    corrupted = _corrupt(native, torch.arange(ids.shape[-1]), seed=5)
+    corrupted = KVCache(corrupted.keys, corrupted.values, ids, native.fingerprint, surprisal=torch.rand(ids.shape))
+    point = OperatingPoint(0.2, selection="surprisal", recent=0.05)
+    blended = blend(tiny_lm, corrupted, point)
+    headed_first = blend(tiny_lm, cache_ops.replace_head(tiny_lm, corrupted), point)
+    for layer in range(native.num_layers):
+        torch.testing.assert_close(blended.keys[layer][:, :, 0], native.keys[layer][:, :, 0], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(blended.values[layer][:, :, 0], native.values[layer][:, :, 0], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(blended.keys[layer], headed_first.keys[layer], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(blended.values[layer], headed_first.values[layer], rtol=1e-4, atol=1e-4)
+    recomputed = (blended.keys[-1] != corrupted.keys[-1]).any(-1).any(1)[0]
+    assert recomputed[0] and recomputed.sum() == 1 + round(point.fraction * ids.shape[-1])
+
+
 def test_error_selection_finds_and_fixes_the_worst_translated_tokens(tiny_lm):
     ids = _ids(tiny_lm)
     native = _full_native_cache(tiny_lm, ids)
@@ -240,11 +260,11 @@ def test_error_selection_finds_and_fixes_the_worst_translated_tokens(tiny_lm):
     blended = blend(tiny_lm, translated, OperatingPoint(fraction, selection="error"))
     for layer in range(native.num_layers):
         torch.testing.assert_close(blended.keys[layer], native.keys[layer], rtol=1e-4, atol=1e-4)
-    untouched = blend(tiny_lm, translated, OperatingPoint(0.0, selection="error"))
-    assert all(torch.equal(a, b) for a, b in zip(untouched.keys, translated.keys, strict=True))
+    untouched = blend(tiny_lm, translated, OperatingPoint(0.0, selection="error"))  # the head alone
+    assert all(torch.equal(a[:, :, 1:], b[:, :, 1:]) for a, b in zip(untouched.keys, translated.keys, strict=True))
     exact_first = blend(tiny_lm, translated, OperatingPoint(0.0, selection="error"), exact_first_layer=True)
     torch.testing.assert_close(exact_first.keys[0], native.keys[0], rtol=1e-5, atol=1e-5)
-    assert torch.equal(exact_first.keys[-1], translated.keys[-1])
+    assert torch.equal(exact_first.keys[-1][:, :, 1:], translated.keys[-1][:, :, 1:])
 
 
 def test_attention_to_cache_is_what_the_models_eager_attention_reads(tiny_lm):

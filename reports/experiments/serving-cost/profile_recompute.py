@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from parts import one_sample  # noqa: E402
 
 from mot_core.benchmarks import median_seconds  # noqa: E402
-from mot_core.cache_ops import prefill, replace_head  # noqa: E402
+from mot_core.cache_ops import prefill  # noqa: E402
 from mot_core.translation.recompute import blend  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     args, _, target, translator, _, prepared, translate = one_sample(__doc__)
     card = translator.card
     ids = prepared.target_ids[:, : prepared.keep]
-    cache = replace_head(target, translate().cache)
+    cache = translate().cache  # blend recomputes the head (position 0) in its pass
     steps = {"recompute": lambda: blend(target, cache, card.operating_point), "prefill": lambda: prefill(target, ids)}
     for step in steps.values():
         step()  # warm-up
