@@ -95,6 +95,7 @@ class SourceDeployment:
         config = _start_replica(args, lambda c: c.source.placement)
         self.store = RedisCacheStore.from_env(config.store)
         self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
+        log.info("source %s warmed up in %.2f s", config.source.name, self.engine.warm_up())
         self.metrics = ServiceMetrics("source")
 
     def put_context(self, text: str) -> dict:
@@ -129,6 +130,7 @@ class TranslatorDeployment:
         self.engine = TranslatorEngine(
             load_model_meta(config.source.name), targets, translators, self.store, config.store, self._fetch_source
         )
+        log.info("translators to %s warmed up in %.2f s", ", ".join(translators), self.engine.warm_up())
         self.metrics = ServiceMetrics("translator")
 
     def _fetch_source(self, context_id: str, known_text: str | None) -> bytes:
@@ -166,6 +168,7 @@ class TargetDeployment:
                 f"translator {spec.translator} produces caches for {card.target_fingerprint}, "
                 f"but target {name} is {self.engine.lm.fingerprint.id}"
             )
+        log.info("target %s warmed up in %.2f s", name, self.engine.warm_up())
         self.metrics = ServiceMetrics(name)
 
     def _translate(
