@@ -95,8 +95,8 @@ class SourceDeployment:
         config = _start_replica(args, lambda c: c.source.placement)
         self.store = RedisCacheStore.from_env(config.store)
         self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
-        log.info("source %s warmed up in %.2f s", config.source.name, self.engine.warm_up())
         self.metrics = ServiceMetrics("source")
+        log.info("source %s warmed up in %.2f s", config.source.name, self.metrics.warm_up(self.engine))
 
     def put_context(self, text: str) -> dict:
         with self.metrics.time("prefill"):
@@ -130,8 +130,8 @@ class TranslatorDeployment:
         self.engine = TranslatorEngine(
             load_model_meta(config.source.name), targets, translators, self.store, config.store, self._fetch_source
         )
-        log.info("translators to %s warmed up in %.2f s", ", ".join(translators), self.engine.warm_up())
         self.metrics = ServiceMetrics("translator")
+        log.info("translators to %s warmed up in %.2f s", ", ".join(translators), self.metrics.warm_up(self.engine))
 
     def _fetch_source(self, context_id: str, known_text: str | None) -> bytes:
         return self.source.source_cache.remote(context_id, known_text).result()
@@ -168,8 +168,8 @@ class TargetDeployment:
                 f"translator {spec.translator} produces caches for {card.target_fingerprint}, "
                 f"but target {name} is {self.engine.lm.fingerprint.id}"
             )
-        log.info("target %s warmed up in %.2f s", name, self.engine.warm_up())
         self.metrics = ServiceMetrics(name)
+        log.info("target %s warmed up in %.2f s", name, self.metrics.warm_up(self.engine))
 
     def _translate(
         self, context_id: str, target: str, known_text: str | None, budget_s: float | None

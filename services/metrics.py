@@ -28,7 +28,7 @@ def _instruments():
         )
         _seconds = metrics.Histogram(
             "mot_step_seconds",
-            "Seconds spent per step (prefill, translate, ttft).",
+            "Seconds spent per step (prefill, translate, ttft, warm_up at replica start).",
             _SECONDS_BUCKETS,
             tag_keys=("component", "step"),
         )
@@ -48,6 +48,12 @@ class ServiceMetrics:
 
     def stored(self, nbytes: int) -> None:
         _instruments()[2].inc(nbytes, tags={"component": self.component})
+
+    def warm_up(self, engine) -> float:
+        """Run ``engine.warm_up()`` (the replica's paths once, at start), recorded as step ``warm_up``."""
+        seconds = engine.warm_up()
+        self.observe("warm_up", seconds)
+        return seconds
 
     @contextmanager
     def time(self, step: str) -> Iterator[None]:
