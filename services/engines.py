@@ -377,7 +377,7 @@ class TargetEngine:
         """Seconds to run a request's paths once on a short text, writing nothing: native prefill,
         the recompute at the translator's operating point (on a zero cache) or the native head, and
         two generated tokens. The first request should not pay for first calls (allocator pages,
-        kernel set-up, the BOS head's cache): they cost it ~0.3 s more on a 2-core CPU."""
+        kernel set-up, the BOS head's cache): they cost it 0.2-0.9 s more on a 2-core CPU."""
         started = time.perf_counter()
         ids = self._context_ids(WARM_UP_TEXT)
         context, suffix = ids[:, :-1], ids[:, -1:]

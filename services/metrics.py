@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from ray.serve import metrics
 
@@ -36,6 +37,10 @@ def _instruments():
     return _requests, _seconds, _bytes
 
 
+class WarmsUp(Protocol):
+    def warm_up(self) -> float: ...
+
+
 class ServiceMetrics:
     def __init__(self, component: str) -> None:
         self.component = component
@@ -49,7 +54,7 @@ class ServiceMetrics:
     def stored(self, nbytes: int) -> None:
         _instruments()[2].inc(nbytes, tags={"component": self.component})
 
-    def warm_up(self, engine) -> float:
+    def warm_up(self, engine: WarmsUp) -> float:
         """Run ``engine.warm_up()`` (the replica's paths once, at start), recorded as step ``warm_up``."""
         seconds = engine.warm_up()
         self.observe("warm_up", seconds)
