@@ -28,7 +28,13 @@ from mot_core.generation import Sampling, StreamState, score_continuation, strea
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel, ModelMeta, load_model
 from mot_core.translation.recompute import blend
-from mot_core.translation.translator import CARD_FILE, CacheTranslator, TranslatorCard, load_translator
+from mot_core.translation.translator import (
+    CARD_FILE,
+    CacheTranslator,
+    TranslationResult,
+    TranslatorCard,
+    load_translator,
+)
 from services.config import Limits, ServiceConfig, StoreConfig, TargetSpec
 from services.deadline import NO_DEADLINE, Deadline
 from services.errors import DeadlineExceededError, FailedPreconditionError, InvalidArgumentError, NotFoundError
@@ -255,17 +261,23 @@ class TranslatorEngine:
         started = time.perf_counter()
         source_ids = self.source.tokenizer(WARM_UP_TEXT, return_tensors="pt")["input_ids"]
         for name, translator in self.translators.items():
-            target = self.targets[name]
-            translator.translate(
-                zero_cache(self.source.spec, source_ids, translator.card.source_fingerprint),
-                WARM_UP_TEXT,
-                source_spec=self.source.spec,
-                source_tokenizer=self.source.tokenizer,
-                target_spec=target.spec,
-                target_tokenizer=target.tokenizer,
-                target_first_layer=target.first_layer,
-            )
+            zeros = zero_cache(self.source.spec, source_ids, translator.card.source_fingerprint)
+            self._run(translator, self.targets[name], zeros, WARM_UP_TEXT)
         return time.perf_counter() - started
+
+    def _run(
+        self, translator: CacheTranslator, target: ModelMeta, source_cache: KVCache, text: str
+    ) -> TranslationResult:
+        """``translator.translate`` with the source's and ``target``'s tokenizers and facts."""
+        return translator.translate(
+            source_cache,
+            text,
+            source_spec=self.source.spec,
+            source_tokenizer=self.source.tokenizer,
+            target_spec=target.spec,
+            target_tokenizer=target.tokenizer,
+            target_first_layer=target.first_layer,
+        )
 
     def _source_cache(self, ctx: str, text: str, fingerprint: str, laps: Laps) -> KVCache:
         """Straight from the store when it is there (no hop through the source deployment with the
@@ -301,15 +313,7 @@ class TranslatorEngine:
             source_cache = self._source_cache(ctx, text, card.source_fingerprint, laps)
             target = self.targets[target]
             with laps("translate"):
-                result = translator.translate(
-                    source_cache,
-                    text,
-                    source_spec=self.source.spec,
-                    source_tokenizer=self.source.tokenizer,
-                    target_spec=target.spec,
-                    target_tokenizer=target.tokenizer,
-                    target_first_layer=target.first_layer,
-                )
+                result = self._run(translator, target, source_cache, text)
             with laps("encode+store"):
                 blob = codec.encode(result.cache, self.store_config.storage_dtype)
                 self.store.put(key, blob)
