@@ -82,7 +82,7 @@ def main() -> None:
     }
     print(f"{target.name}: native prefill {native:.3f} s")
     for name, seconds in parts.items():
-        print(f"  {name:30s} {seconds:7.4f} s  {seconds / native:.4f}x")
+        print(f"  {name:38s} {seconds:7.4f} s  {seconds / native:.4f}x")
 
 
 if __name__ == "__main__":
