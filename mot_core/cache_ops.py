@@ -28,16 +28,6 @@ def _as_batch(ids: torch.Tensor | list[int]) -> torch.Tensor:
     return ids[None, :] if ids.dim() == 1 else ids
 
 
-def zero_cache(spec: ArchSpec, token_ids: torch.Tensor, fingerprint: str) -> KVCache:
-    """A cache of ``token_ids [1, T]`` shaped as ``spec``'s model holds it, with every position in
-    every layer and zeros for keys, values and surprisal: something to run the translate and
-    recompute paths on when only their cost matters (a replica warming up)."""
-    shape = (1, spec.num_kv_heads, token_ids.shape[-1], spec.head_dim)
-    zeros = [torch.zeros(shape) for _ in range(spec.num_layers)]
-    surprisal = torch.zeros(token_ids.shape)
-    return KVCache(zeros, [z.clone() for z in zeros], token_ids, fingerprint, surprisal=surprisal)
-
-
 def extract(lm: LoadedModel, model_cache: DynamicCache, token_ids: torch.Tensor) -> KVCache:
     """Copy a model's ``DynamicCache`` into a ``KVCache`` (sliding layers keep only their tail)."""
     keys, values = [], []

@@ -20,13 +20,15 @@ from pathlib import Path
 import torch
 
 from mot_core import codec
-from mot_core.cache_ops import prefill, replace_head, to_model_cache, trim_to_windows, zero_cache
+from mot_core.arch import ArchSpec
+from mot_core.cache_ops import prefill, replace_head, to_model_cache, trim_to_windows
 from mot_core.context_id import context_id as content_id
 from mot_core.context_id import normalize_text
 from mot_core.errors import CodecError, FingerprintMismatchError
 from mot_core.generation import Sampling, StreamState, score_continuation, stream_generate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel, ModelMeta, load_model
+from mot_core.translation.assemble import rows_to_cache, zero_rows
 from mot_core.translation.recompute import blend
 from mot_core.translation.translator import (
     CARD_FILE,
@@ -56,6 +58,12 @@ AUTO, TRANSLATE, NATIVE, NONE = "AUTO", "TRANSLATE", "NATIVE", "NONE"
 # What a replica runs its paths on once at start (``warm_up``): a name and a number, so that the
 # recompute's phrase selection has something to pick.
 WARM_UP_TEXT = "On 5 March Ada Lovelace read the first page of the report aloud."
+
+
+def _zero_cache(spec: ArchSpec, token_ids: torch.Tensor, fingerprint: str) -> KVCache:
+    """Zeros in every position of every layer (surprisal too): what ``warm_up`` runs paths on."""
+    rows = zero_rows(spec, token_ids.shape[-1])
+    return rows_to_cache(rows, spec, token_ids, fingerprint, all_positions=True, surprisal=torch.zeros(token_ids.shape))
 
 
 def resolve_translator_path(name: str) -> Path:
@@ -261,7 +269,7 @@ class TranslatorEngine:
         started = time.perf_counter()
         source_ids = self.source.tokenizer(WARM_UP_TEXT, return_tensors="pt")["input_ids"]
         for name, translator in self.translators.items():
-            zeros = zero_cache(self.source.spec, source_ids, translator.card.source_fingerprint)
+            zeros = _zero_cache(self.source.spec, source_ids, translator.card.source_fingerprint)
             self._run(translator, self.targets[name], zeros, WARM_UP_TEXT)
         return time.perf_counter() - started
 
@@ -387,7 +395,7 @@ class TargetEngine:
         context, suffix = ids[:, :-1], ids[:, -1:]
         cache, _ = prefill(self.lm, context)
         if self.point is not None:
-            zeros = zero_cache(self.lm.spec, context, self.lm.fingerprint.id)
+            zeros = _zero_cache(self.lm.spec, context, self.lm.fingerprint.id)
             cache = trim_to_windows(blend(self.lm, zeros, self.point, tail_ids=suffix), self.lm.spec)
         else:
             cache = replace_head(self.lm, cache)
