@@ -33,7 +33,8 @@ from mot_core.translation.objective import translated_cache  # noqa: E402
 from mot_core.translation.recompute import OperatingPoint, blend  # noqa: E402
 
 PARTS = ("keys", "values", "both")
-FIT_ERRORS: dict[str, list[dict]] = {}  # per variant, per cache it made: relative error on held-out recomputed rows, before/after
+# per variant, per cache it made: relative error on held-out recomputed rows, before/after
+FIT_ERRORS: dict[str, list[dict]] = {}
 _operating_point_cache = compare.operating_point_cache
 
 
