@@ -142,7 +142,8 @@ class TranslatorDeployment:
         blob, seconds = self.engine.translate(context_id, target, known_text, Deadline(budget_s))
         if seconds > 0:
             self.metrics.observe("translate", seconds)
-            self.metrics.stored(len(blob))
+            if self.engine.keeps(target):
+                self.metrics.stored(len(blob))
         return blob, seconds
 
 
@@ -154,6 +155,7 @@ class TargetDeployment:
         self.store = RedisCacheStore.from_env(config.store)
         card: TranslatorCard | None = read_translator_card(spec.translator) if spec.translator else None
         self.translator = translator if card is not None else None
+        self.metrics = ServiceMetrics(name)
         self.engine = TargetEngine(
             spec,
             None,
@@ -162,13 +164,13 @@ class TargetDeployment:
             self._translate if card is not None else None,
             translator_card=card,
             storage_dtype=config.store.storage_dtype,
+            on_stored=self.metrics.stored,
         )
         if card is not None and card.target_fingerprint != self.engine.lm.fingerprint.id:
             raise InvalidArgumentError(
                 f"translator {spec.translator} produces caches for {card.target_fingerprint}, "
                 f"but target {name} is {self.engine.lm.fingerprint.id}"
             )
-        self.metrics = ServiceMetrics(name)
         log.info("target %s warmed up in %.2f s", name, self.metrics.warm_up(self.engine))
 
     def _translate(

@@ -1,8 +1,10 @@
 """What each deployment does, as plain Python: no Ray, no gRPC (those wrap these classes).
 
 ``SourceEngine`` prefills contexts and stores their caches; ``TranslatorEngine`` turns a stored
-source cache into a target's cache (once per (context, target), stored for reuse);
-``TargetEngine`` obtains a cache by the requested mode and generates or scores on top of it.
+source cache into a target's cache; ``TargetEngine`` obtains a cache by the requested mode
+(recomputing the translator card's share of the context over a translation) and generates or
+scores on top of it. Each (context, target) stores one translated cache, the one requests read:
+the translation itself, or at an operating point the target's blend of it.
 Each takes a ``CacheStore``, so the same code runs against Redis in production and in tests.
 """
 
@@ -302,6 +304,13 @@ class TranslatorEngine:
                 cache = codec.decode(blob, expected_fingerprint=fingerprint, dtype=torch.float32)
         return cache
 
+    def keeps(self, target: str) -> bool:
+        """Whether translations for ``target`` are stored. Not at an operating point: there the target
+        recomputes part of each translation and stores that blend, which is all a request reads, so
+        storing the translation too would double what each (context, target) holds in Redis and put a
+        write of a whole cache on every fresh request's path."""
+        return self.translators[target].card.operating_point is None
+
     def translate(
         self, ctx: str, target: str, known_text: str | None = None, deadline: Deadline = NO_DEADLINE
     ) -> tuple[bytes, float]:
@@ -309,10 +318,10 @@ class TranslatorEngine:
         translator = self.translators.get(target)
         if translator is None:
             raise FailedPreconditionError(f"no translator from {self.source.name} to {target}")
-        card = translator.card
+        card, keep = translator.card, self.keeps(target)
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, card.version)
         with self._locks.hold(key, deadline, "translation"):
-            existing = self.store.get(key)
+            existing = self.store.get(key) if keep else None
             if decode_or_drop(self.store, key, existing, card.target_fingerprint) is not None:
                 return existing, 0.0
             laps = Laps()
@@ -322,11 +331,18 @@ class TranslatorEngine:
             target = self.targets[target]
             with laps("translate"):
                 result = self._run(translator, target, source_cache, text)
-            with laps("encode+store"):
+            with laps("encode+store" if keep else "encode"):
                 blob = codec.encode(result.cache, self.store_config.storage_dtype)
-                self.store.put(key, blob)
+                if keep:
+                    self.store.put(key, blob)
             log.info(
-                "translated %s for %s in %.3f s (%s; %d bytes)", ctx[:12], target.name, laps.total, laps, len(blob)
+                "translated %s for %s in %.3f s (%s; %d bytes%s)",
+                ctx[:12],
+                target.name,
+                laps.total,
+                laps,
+                len(blob),
+                "" if keep else ", for the target to blend",
             )
             return blob, laps.total
 
@@ -364,11 +380,13 @@ class TargetEngine:
         translate: Callable[[str, str, str | None, float | None], tuple[bytes, float]] | None,
         translator_card: TranslatorCard | None = None,
         storage_dtype: str = "bfloat16",
+        on_stored: Callable[[int], None] = lambda nbytes: None,
     ):
+        """``on_stored(nbytes)``: told of each blended cache this engine stores (a metric)."""
         self.name = spec.name if isinstance(spec, TargetSpec) else spec
         self.lm = model if model is not None else load_model(self.name)
         self.store, self.limits, self.storage_dtype = store, limits, storage_dtype
-        self.translate_fn, self.card = translate, translator_card
+        self.translate_fn, self.card, self.on_stored = translate, translator_card, on_stored
         self.translator_version = translator_card.version if translator_card is not None else ""
         # the translator's operating point: what of the context is recomputed here (recompute.blend)
         self.point = translator_card.operating_point if translator_card is not None else None
@@ -440,6 +458,7 @@ class TargetEngine:
             with laps("encode+store"):
                 blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
                 self.store.put(key, blob)
+            self.on_stored(len(blob))
             with laps("decode"):
                 cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
             log.info(
