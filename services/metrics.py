@@ -2,7 +2,8 @@
 
 Ray aggregates every replica's metrics and serves them in Prometheus format on its metrics
 export port (``metrics_port`` in the service config; on Kubernetes, the port the chart's
-ServiceMonitor scrapes), so each deployment only records what happened.
+ServiceMonitor scrapes), so each deployment only records what happened. The exporter puts
+``ray_`` before each name: ``mot_events_total`` is scraped as ``ray_mot_events_total``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import psutil
 import pytest
 import torch
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from mot_core import cache_ops, codec
 from mot_core.context_id import context_id as content_id
@@ -295,6 +297,35 @@ def test_sync_client_round_trip(served, client, models):
     with pytest.raises(MotClientError) as info:
         client.delete_context(put.context_id)
     assert info.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def _scraped(port: int) -> set[tuple[str, str, str, str]]:
+    """(sample name, component, step, kind) of every sample above zero on the metrics port."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, s.labels.get("component", ""), s.labels.get("step", ""), s.labels.get("kind", ""))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.value > 0
+    }
+
+
+def test_prometheus_metrics_say_what_each_replica_did(served, client):
+    """What an operator scrapes from ``metrics_port`` (Ray's exporter puts ``ray_`` before every
+    name): each replica's warm-up, a fresh translation, and the bytes the source and the blending
+    target stored (the translator stores nothing at an operating point)."""
+    translated, native = served.targets
+    ctx = client.put_context(fresh_text("metrics")).context_id
+    assert client.generate(ctx, translated, " The", max_new_tokens=2).cache_source == "TRANSLATED_FRESH"
+    wanted = {("ray_mot_step_seconds_count", c, "warm_up", "") for c in ("source", "translator", translated, native)}
+    wanted |= {("ray_mot_events_total", translated, "", "cache_translated_fresh")}
+    wanted |= {("ray_mot_stored_bytes_total", c, "", "") for c in ("source", translated)}
+    deadline = time.monotonic() + 60  # Ray exports what replicas record every few seconds
+    while (missing := wanted - (seen := _scraped(served.config["metrics_port"]))) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not missing, sorted(missing)
+    assert ("ray_mot_stored_bytes_total", "translator", "", "") not in seen
 
 
 def test_stream_closed_early_cancels_the_call(served, client):
