@@ -461,13 +461,13 @@ class TargetEngine:
             self.on_stored(len(blob))
             with laps("decode"):
                 cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
+            attended = f"{100 * point.attended:.0f}% that its end reads, " if point.attended else ""
             log.info(
-                "recomputed %.0f%% of %s natively (its last %.0f%%, %.0f%% that its end reads, the rest by %s) "
-                "in %.3f s (%s)",
+                "recomputed %.0f%% of %s natively (its last %.0f%%, %sthe rest by %s) in %.3f s (%s)",
                 100 * point.fraction,
                 ctx[:12],
                 100 * point.recent,
-                100 * point.attended,
+                attended,
                 point.selection,
                 laps.total,
                 laps,
