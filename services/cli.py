@@ -847,7 +847,7 @@ def serve(
             typer.echo(f"gRPC address: {service.grpc_address} (port {service.config.grpc_port}, all interfaces)")
             typer.echo(f"application: {APP_NAME} (clients send it as the 'application' metadata)")
             typer.echo(f"redis: {store}")
-            typer.echo(f"metrics: Prometheus on port {service.config.metrics_port}")
+            typer.echo(f"metrics: Prometheus on port {service.config.metrics_port} (ray_mot_* among Ray's own)")
             for m in models:
                 typer.echo(f"model: {m.role} {m.name} ({m.model_type}{', translator' if m.translator else ''})")
             typer.echo("ready; Ctrl-C or SIGTERM stops the service")
