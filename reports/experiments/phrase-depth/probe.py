@@ -23,8 +23,6 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "attended-recompute"))
 import compare  # noqa: E402
