@@ -39,8 +39,9 @@ test: models  ## the whole suite: unit, integration and the real-model tests (CI
 test-fast: setup  ## unit tests only (tiny models, no downloads), under 2 minutes
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -m "not real_models" tests/unit $(PYTEST_ARGS)
 
-bench: models  ## prefill vs codec at 1024 tokens; TTFT translated-hit vs native through gRPC; store MB/s
+bench: models  ## prefill vs codec and vs translation at 1024 tokens; TTFT fresh/hit vs native through gRPC; store MB/s
 	$(MOT) bench --context-tokens 1024
+	$(MOT) bench-translation --context-tokens 1024
 	$(MOT) bench-service --context-tokens 1024
 
 proto: setup  ## regenerate the gRPC stubs (mot/v1/*_pb2*.py) from proto/mot/v1/mot.proto

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -770,6 +771,72 @@ def bench(
                 f"{row.encoded_mb:>7.2f} {row.encode_gbps:>8.2f} {row.decode_gbps:>8.2f} "
                 f"{row.codec_over_prefill:>17.4f}"
             )
+
+
+SHIPPED_TARGETS = ("gemma3-270m", "qwen2.5-0.5b")  # the targets of the shipped translators from smollm2-135m
+
+
+@app.command("bench-translation")
+def bench_translation(
+    targets: Annotated[
+        list[str] | None,
+        typer.Option("--target", "-t", help=f"Repeatable; default: {', '.join(SHIPPED_TARGETS)}."),
+    ] = None,
+    source: Annotated[str, typer.Option("--source", "-s", help="Source model.")] = "smollm2-135m",
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="Translator checkpoint (one target only; default: the shipped one).")
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="Text to cut contexts from (.txt/.jsonl; default: demo text)."),
+    ] = None,
+    context_tokens: Annotated[int, typer.Option(min=16)] = 1024,
+    samples: Annotated[int, typer.Option(min=1)] = 3,
+    seed: Annotated[int, typer.Option()] = 7,
+    threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
+) -> None:
+    """Translation at each translator's operating point vs the target's native prefill, side by side.
+
+    The translator issue's cost bar (at most 0.25x at 1024 tokens), timed as `mot eval` times it:
+    per context, alignment + translator + the target's recompute + loading into the model against
+    the target's own prefill of the same context, each the fastest of back-to-back runs; the
+    median over contexts. A few minutes instead of an acceptance run's hours. The ratio depends on
+    the machine: a CPU without bfloat16 matmuls runs the translator in float32 and pays more.
+    """
+    from mot_core.benchmarks import cpu_name, set_benchmark_threads
+    from mot_core.roundtrip import DEMO_TEXT_PATH
+    from mot_core.translation.cost import translation_cost
+    from mot_core.translation.samples import cut_samples, read_corpus
+    from mot_core.translation.translator import load_translator, serving_dtype
+    from services.engines import resolve_translator_path
+
+    targets = targets or list(SHIPPED_TARGETS)
+    if checkpoint is not None and len(targets) != 1:
+        raise typer.BadParameter("--checkpoint names one translator: give one --target with it")
+    used = set_benchmark_threads(threads)
+    src = _load(source)
+    text = corpus or DEMO_TEXT_PATH
+    contexts = cut_samples(read_corpus(text), src.tokenizer, context_tokens=context_tokens, count=samples, seed=seed)
+    if len(contexts) < samples:
+        raise MotError(f"{text} gave {len(contexts)} contexts of {context_tokens} tokens, not {samples}")
+    dtype = str(serving_dtype(src.device.type)).removeprefix("torch.")
+    typer.echo(
+        f"{cpu_name()}; torch threads: {used}; translator matmuls in {dtype}; {samples} contexts of "
+        f"{context_tokens} {source} tokens; per context the fastest of back-to-back runs, median over contexts"
+    )
+    typer.echo(
+        f"{'target':<14} {'translator':<26} {'operating point':<18} {'prefill s':>9} {'translate s':>11} "
+        f"{'translate/prefill':>17}  per context"
+    )
+    for name in targets:
+        tgt = _load(name)
+        translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, name)))
+        cost = translation_cost(src, tgt, translator, contexts)
+        typer.echo(
+            f"{name:<14} {cost.translator:<26} {cost.operating_point:<18} {statistics.median(cost.native_s):>9.3f} "
+            f"{statistics.median(cost.translate_s):>11.3f} {cost.median_ratio:>16.3f}x  "
+            + ", ".join(f"{r:.3f}" for r in cost.ratios)
+        )
 
 
 # --- service ------------------------------------------------------------------------------------

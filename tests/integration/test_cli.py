@@ -113,6 +113,35 @@ def test_eval_reports_and_reports_again_from_its_journal(tmp_path, tiny_dirs):
     assert (out / "progress.jsonl").read_bytes() == journal
 
 
+def test_bench_translation_times_the_operating_point_beside_native_prefill(tmp_path, tiny_dirs):
+    """``mot bench-translation``: per target, the card's operating point, the median ratio and one
+    ratio per context, on the machine it runs on."""
+    from dataclasses import replace
+
+    from mot_core.loading import load_model
+    from mot_core.roundtrip import demo_text
+    from mot_core.translation.pairs import context_chunks, fit_ridge
+
+    llama, qwen = tiny_dirs
+    source, target = load_model(str(llama)), load_model(str(qwen))
+    contexts = list(context_chunks(source.tokenizer, demo_text(), 5, max_chunks=20))
+    translator = fit_ridge(source, target, contexts, alpha=1e-2, native_tail=2)
+    point = {"recompute_fraction": 0.25, "recompute_recent": 0.1, "recompute_selection": "phrases"}
+    translator.card = replace(translator.card, **point)
+    translator.save(tmp_path / "translator")
+    ran = run_mot(
+        "bench-translation", "-s", str(llama), "-t", str(qwen), "--checkpoint", str(tmp_path / "translator"),
+        "--context-tokens", "24", "--samples", "2", env_home=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "translator matmuls in" in ran.stdout and "2 contexts of 24" in ran.stdout
+    row = next(line for line in ran.stdout.splitlines() if line.startswith(str(qwen)))
+    assert translator.card.version in row and "phrases0.25r0.1" in row
+    median, per_context = row.split("x  ")
+    ratios = [float(r) for r in per_context.split(", ")]
+    assert len(ratios) == 2 and all(r > 0 for r in ratios) and float(median.split()[-1]) > 0
+
+
 def test_training_mixes_that_leave_no_speeches_are_refused_before_any_work(tmp_path):
     proc = run_mot("train", "-s", "a", "-t", "b", "--news", "0.6", "--wiki", "0.5", env_home=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

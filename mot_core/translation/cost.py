@@ -1,0 +1,57 @@
+"""The translator's cost bar, measured on its own: translation at a card's operating point against
+the target's native prefill of the same context, side by side in one process.
+
+``mot eval`` measures the same thing for every sample it scores (its ``cost`` column), hours into
+an acceptance run; this is the few minutes' version (``mot bench-translation``), for a machine
+someone wants to know the ratio on. The ratio depends on the hardware: where a CPU has no
+bfloat16 matmuls the translator runs in float32 (``translator.serving_dtype``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from mot_core.evaluation import Variant, time_translation
+from mot_core.loading import LoadedModel
+from mot_core.translation.objective import prepare
+from mot_core.translation.samples import Sample
+from mot_core.translation.translator import CacheTranslator
+
+
+@dataclass
+class TranslationCost:
+    """Per sample, native prefill and translation seconds (each the fastest of back-to-back runs)."""
+
+    target: str
+    translator: str
+    operating_point: str  # the card's (``OperatingPoint.label``), or "none": pure translation
+    native_s: list[float]
+    translate_s: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [t / n for t, n in zip(self.translate_s, self.native_s, strict=True)]
+
+    @property
+    def median_ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+
+def translation_cost(
+    source: LoadedModel, target: LoadedModel, translator: CacheTranslator, samples: list[Sample]
+) -> TranslationCost:
+    """Timed as ``mot eval`` times its cost column (``evaluation.time_translation``): the alignment,
+    the translator, the head, the recompute and loading into the model, not the source's prefill,
+    which runs once per context for every target."""
+    point = translator.card.operating_point
+    native_s, translate_s = [], []
+    for sample in samples:
+        prepared = prepare(source, target, sample, 1, translator.card.native_tail)
+        native, translated = time_translation(
+            source, target, translator, prepared, sample.context, {"op": Variant(point=point)}
+        )
+        native_s.append(native)
+        translate_s.append(translated["op"])
+    label = point.label if point is not None else "none"
+    return TranslationCost(target.name, translator.card.version, label, native_s, translate_s)
