@@ -773,25 +773,23 @@ def bench(
             )
 
 
-SHIPPED_TARGETS = ("gemma3-270m", "qwen2.5-0.5b")  # the targets of the shipped translators from smollm2-135m
-
-
 @app.command("bench-translation")
 def bench_translation(
-    targets: Annotated[
-        list[str] | None,
-        typer.Option("--target", "-t", help=f"Repeatable; default: {', '.join(SHIPPED_TARGETS)}."),
-    ] = None,
-    source: Annotated[str, typer.Option("--source", "-s", help="Source model.")] = "smollm2-135m",
-    checkpoint: Annotated[
-        Path | None, typer.Option(help="Translator checkpoint (one target only; default: the shipped one).")
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="Service config naming the source and each target's translator (default: configs/local.yaml, "
+            "the shipped translators).",
+        ),
     ] = None,
     corpus: Annotated[
         Path | None,
         typer.Option(exists=True, dir_okay=False, help="Text to cut contexts from (.txt/.jsonl; default: demo text)."),
     ] = None,
     context_tokens: Annotated[int, typer.Option(min=16)] = 1024,
-    samples: Annotated[int, typer.Option(min=1)] = 3,
+    samples: Annotated[int, typer.Option(min=1)] = 5,
     seed: Annotated[int, typer.Option()] = 7,
     threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
 ) -> None:
@@ -808,13 +806,13 @@ def bench_translation(
     from mot_core.translation.cost import translation_cost
     from mot_core.translation.samples import cut_samples, read_corpus
     from mot_core.translation.translator import load_translator, serving_dtype
+    from services.config import load_config
+    from services.demo import DEMO_CONFIG
     from services.engines import resolve_translator_path
 
-    targets = targets or list(SHIPPED_TARGETS)
-    if checkpoint is not None and len(targets) != 1:
-        raise typer.BadParameter("--checkpoint names one translator: give one --target with it")
+    service = load_config(config or DEMO_CONFIG)
     used = set_benchmark_threads(threads)
-    src = _load(source)
+    src = _load(service.source.name)
     text = corpus or DEMO_TEXT_PATH
     contexts = cut_samples(read_corpus(text), src.tokenizer, context_tokens=context_tokens, count=samples, seed=seed)
     if len(contexts) < samples:
@@ -822,20 +820,19 @@ def bench_translation(
     dtype = str(serving_dtype(src.device.type)).removeprefix("torch.")
     typer.echo(
         f"{cpu_name()}; torch threads: {used}; translator matmuls in {dtype}; {samples} contexts of "
-        f"{context_tokens} {source} tokens; per context the fastest of back-to-back runs, median over contexts"
+        f"{context_tokens} {src.name} tokens; per context the fastest of back-to-back runs, median over contexts"
     )
     typer.echo(
         f"{'target':<14} {'translator':<26} {'operating point':<18} {'prefill s':>9} {'translate s':>11} "
         f"{'translate/prefill':>17}  per context"
     )
-    for name in targets:
-        tgt = _load(name)
-        translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, name)))
-        cost = translation_cost(src, tgt, translator, contexts)
+    for spec in (t for t in service.targets if t.translator):
+        translator = load_translator(resolve_translator_path(spec.translator))
+        cost = translation_cost(src, _load(spec.name), translator, contexts)
         typer.echo(
-            f"{name:<14} {cost.translator:<26} {cost.operating_point:<18} {statistics.median(cost.native_s):>9.3f} "
-            f"{statistics.median(cost.translate_s):>11.3f} {cost.median_ratio:>16.3f}x  "
-            + ", ".join(f"{r:.3f}" for r in cost.ratios)
+            f"{Path(spec.name).name:<14} {cost.translator:<26} {cost.operating_point:<18} "
+            f"{statistics.median(cost.native_s):>9.3f} {statistics.median(cost.translate_s):>11.3f} "
+            f"{cost.median_ratio:>16.3f}x  " + ", ".join(f"{r:.3f}" for r in cost.ratios)
         )
 
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mot_core.tiny import save_tiny
 
@@ -129,13 +130,16 @@ def test_bench_translation_times_the_operating_point_beside_native_prefill(tmp_p
     point = {"recompute_fraction": 0.25, "recompute_recent": 0.1, "recompute_selection": "phrases"}
     translator.card = replace(translator.card, **point)
     translator.save(tmp_path / "translator")
+    target_spec = {"name": str(qwen), "translator": str(tmp_path / "translator")}
+    config = {"source": {"name": str(llama)}, "targets": [target_spec]}
+    (tmp_path / "service.yaml").write_text(yaml.safe_dump(config))
     ran = run_mot(
-        "bench-translation", "-s", str(llama), "-t", str(qwen), "--checkpoint", str(tmp_path / "translator"),
-        "--context-tokens", "24", "--samples", "2", env_home=tmp_path,
+        "bench-translation", "--config", str(tmp_path / "service.yaml"), "--context-tokens", "24", "--samples", "2",
+        env_home=tmp_path,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     assert "translator matmuls in" in ran.stdout and "2 contexts of 24" in ran.stdout
-    row = next(line for line in ran.stdout.splitlines() if line.startswith(str(qwen)))
+    row = next(line for line in ran.stdout.splitlines() if line.startswith(qwen.name))
     assert translator.card.version in row and "phrases0.25r0.1" in row
     median, per_context = row.split("x  ")
     ratios = [float(r) for r in per_context.split(", ")]
