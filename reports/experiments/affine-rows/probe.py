@@ -91,7 +91,7 @@ compare.operating_point_cache = operating_point_cache
 
 def main() -> None:
     parser = sample_parser(__doc__, needs_corpus=False)
-    parser.add_argument("--variants", default="both@1,both@0.1,keys@1", help="comma-separated PART@ALPHA")
+    parser.add_argument("--variants", default="both@10,both@100,both@1000", help="comma-separated PART@ALPHA")
     args = parse_with_qa_mode(parser)
     source, target, shipped = models_and_translator(args)
     translators = {"op": shipped}

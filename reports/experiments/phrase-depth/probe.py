@@ -33,6 +33,7 @@ from tokens import models_and_translator, sample_parser  # noqa: E402
 import mot_core.translation.recompute as recompute  # noqa: E402
 
 DEPTH: list[int] = []  # while set: the phrases' depth (layers) in the next blend
+RECENT: list[float] = []  # the card's recent share (set in main)
 _recompute_positions = recompute.recompute_positions
 _operating_point_cache = compare.operating_point_cache
 
@@ -42,14 +43,13 @@ def _two_depths(target, cache, positions, grad=False):
     if not DEPTH:
         return _recompute_positions(target, cache, positions, grad=grad)
     positions = positions.unique()
-    recent = round(target_recent[0] * cache.seq_len)
+    recent = round(RECENT[0] * cache.seq_len)
     full = (positions == 0) | (positions >= cache.seq_len - recent)
     shallow = recompute_through(target, cache, positions[~full], DEPTH[0] - 1)
     return _recompute_positions(target, shallow, positions[full], grad=grad)
 
 
 recompute.recompute_positions = _two_depths
-target_recent: list[float] = []
 
 
 def operating_point_cache(translator, prepared, target):
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--variants", default="12,9", help="comma-separated depths (layers) for the phrases")
     args = parse_with_qa_mode(parser)
     source, target, shipped = models_and_translator(args)
-    target_recent.append(shipped.card.operating_point.recent)
+    RECENT.append(shipped.card.operating_point.recent)
     translators = {"op": shipped}
     for depth in (int(d) for d in args.variants.split(",")):
         if not 0 < depth <= target.spec.num_layers:
