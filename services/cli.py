@@ -23,6 +23,7 @@ app = typer.Typer(
     help="Share one LLM context across heterogeneous models by storing and translating KV caches.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstrings reflow: their line breaks are not the terminal's
     add_completion=False,
 )
 models_app = typer.Typer(help="Pull and list the real pretrained models of the zoo.", no_args_is_help=True)
