@@ -127,10 +127,16 @@ class TranslatorDeployment:
         translators = load_translators(config)
         targets = {name: load_model_meta(name, first_layer=t.reads_first_layer) for name, t in translators.items()}
         self.source = source
-        self.engine = TranslatorEngine(
-            load_model_meta(config.source.name), targets, translators, self.store, config.store, self._fetch_source
-        )
         self.metrics = ServiceMetrics("translator")
+        self.engine = TranslatorEngine(
+            load_model_meta(config.source.name),
+            targets,
+            translators,
+            self.store,
+            config.store,
+            self._fetch_source,
+            on_stored=self.metrics.stored,
+        )
         log.info("translators to %s warmed up in %.2f s", ", ".join(translators), self.metrics.warm_up(self.engine))
 
     def _fetch_source(self, context_id: str, known_text: str | None) -> bytes:
@@ -142,8 +148,6 @@ class TranslatorDeployment:
         blob, seconds = self.engine.translate(context_id, target, known_text, Deadline(budget_s))
         if seconds > 0:
             self.metrics.observe("translate", seconds)
-            if self.engine.keeps(target):
-                self.metrics.stored(len(blob))
         return blob, seconds
 
 

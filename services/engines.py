@@ -259,9 +259,12 @@ class TranslatorEngine:
         store: CacheStore,
         store_config: StoreConfig,
         fetch_source: Callable[[str, str | None], bytes],
+        on_stored: Callable[[int], None] = lambda nbytes: None,
     ):
+        """``on_stored(nbytes)``: told of each translation this engine stores (a metric)."""
         self.source, self.targets, self.translators = source, targets, translators
         self.store, self.store_config, self.fetch_source = store, store_config, fetch_source
+        self.on_stored = on_stored
         self._locks = KeyedLocks()
 
     def warm_up(self) -> float:
@@ -304,13 +307,6 @@ class TranslatorEngine:
                 cache = codec.decode(blob, expected_fingerprint=fingerprint, dtype=torch.float32)
         return cache
 
-    def keeps(self, target: str) -> bool:
-        """Whether translations for ``target`` are stored. Not at an operating point: there the target
-        recomputes part of each translation and stores that blend, which is all a request reads, so
-        storing the translation too would double what each (context, target) holds in Redis and put a
-        write of a whole cache on every fresh request's path."""
-        return self.translators[target].card.operating_point is None
-
     def translate(
         self, ctx: str, target: str, known_text: str | None = None, deadline: Deadline = NO_DEADLINE
     ) -> tuple[bytes, float]:
@@ -318,7 +314,11 @@ class TranslatorEngine:
         translator = self.translators.get(target)
         if translator is None:
             raise FailedPreconditionError(f"no translator from {self.source.name} to {target}")
-        card, keep = translator.card, self.keeps(target)
+        card = translator.card
+        # stored only where it is what requests read: at an operating point the target recomputes
+        # part of it and stores that blend, and storing the translation too would double what each
+        # (context, target) holds in Redis and put a whole cache's write on every fresh request's path
+        keep = card.operating_point is None
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, card.version)
         with self._locks.hold(key, deadline, "translation"):
             existing = self.store.get(key) if keep else None
@@ -335,6 +335,7 @@ class TranslatorEngine:
                 blob = codec.encode(result.cache, self.store_config.storage_dtype)
                 if keep:
                     self.store.put(key, blob)
+                    self.on_stored(len(blob))
             log.info(
                 "translated %s for %s in %.3f s (%s; %d bytes%s)",
                 ctx[:12],
