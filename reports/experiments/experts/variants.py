@@ -51,6 +51,8 @@ def knocked_out(shipped: MixtureTranslator, name: str) -> MixtureTranslator:
         else:
             raise SystemExit(f"unknown variant {name!r}; choose from {VARIANTS}")
     translator.card.recipe["knocked_out"] = {"from": translator.card.version, "part": name}
+    # the training-time validation was measured on the parent, not on this variant
+    translator.card.metrics = {"parent": translator.card.metrics}
     return translator
 
 

@@ -66,6 +66,7 @@ def main() -> None:
     result = {
         "code": str(Path(mot_core.__file__).parents[1]),
         "target": target.name,
+        "translator": card.version,
         "allocator_tuned": tuned,
         "bf16_matmuls": serving_dtype("cpu") == torch.bfloat16,
         "fresh_head": args.fresh_head,
