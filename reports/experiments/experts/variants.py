@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, help="default: the shipped translator of the pair")
     parser.add_argument("--variants", default=",".join(VARIANTS[:3]))
     parser.add_argument("--out", type=Path, required=True, help="one checkpoint directory per variant under it")
+    parser.add_argument("--int8", action="store_true", help="save int8 matrices, as the shipped translators are")
     args = parser.parse_args()
     directory = args.checkpoint or resolve_translator_path(f"{args.source}__{args.target}")
     shipped = load_translator(directory)
@@ -70,9 +71,10 @@ def main() -> None:
         raise SystemExit(f"{directory} is a {shipped.kind} translator; knock-outs need a mixture")
     for name in args.variants.split(","):
         translator = knocked_out(shipped, name)
-        # float32: the shipped int8 weights are already rounded into the module, so this computes
-        # exactly what the shipped translator computes, but for the part knocked out
-        saved = translator.save(args.out / name)
+        # either way it computes exactly what the shipped translator computes, but for the part
+        # knocked out: the shipped int8 weights are already rounded into the module, and int8 of
+        # them gives back the same values (float32 loads faster; int8 is what would ship)
+        saved = translator.save(args.out / name, dtype=torch.int8 if args.int8 else torch.float32)
         print(f"{name:>12}  {saved}  {translator.card.version}")
 
 
