@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import statistics
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -832,7 +831,7 @@ def bench_translation(
         cost = translation_cost(src, _load(spec.name), translator, contexts)
         typer.echo(
             f"{Path(spec.name).name:<14} {cost.translator:<26} {cost.operating_point:<18} "
-            f"{statistics.median(cost.native_s):>9.3f} {statistics.median(cost.translate_s):>11.3f} "
+            f"{cost.median_native_s:>9.3f} {cost.median_translate_s:>11.3f} "
             f"{cost.median_ratio:>16.3f}x  " + ", ".join(f"{r:.3f}" for r in cost.ratios)
         )
 

@@ -37,6 +37,14 @@ class TranslationCost:
     def median_ratio(self) -> float:
         return statistics.median(self.ratios)
 
+    @property
+    def median_native_s(self) -> float:
+        return statistics.median(self.native_s)
+
+    @property
+    def median_translate_s(self) -> float:
+        return statistics.median(self.translate_s)
+
 
 def translation_cost(
     source: LoadedModel, target: LoadedModel, translator: CacheTranslator, samples: list[Sample]
