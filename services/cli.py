@@ -32,9 +32,13 @@ data_app = typer.Typer(
     no_args_is_help=True,
 )
 cache_app = typer.Typer(help="Make, inspect and use encoded KV cache files (.motkv).", no_args_is_help=True)
+translator_app = typer.Typer(
+    help="Inspect a trained translator checkpoint, or re-save it with its router's top-k changed.", no_args_is_help=True
+)
 app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
 app.add_typer(cache_app, name="cache")
+app.add_typer(translator_app, name="translator")
 
 # the project's QA dev set (evaluation only): training corpora are checked against its contexts
 QA_DEV = Path(__file__).resolve().parents[1] / "data" / "eval" / "qa_dev.jsonl"
@@ -497,6 +501,56 @@ def train(
             f"{out_dir / name}: {translator.card.version}, {size:.1f} MB, "
             f"validation {translator.card.metrics.get('validation')}"
         )
+
+
+TranslatorArg = Annotated[
+    str, typer.Argument(help="A shipped translator (`smollm2-135m__gemma3-270m`) or a checkpoint directory.")
+]
+
+
+@translator_app.command("show")
+def translator_show(translator: TranslatorArg) -> None:
+    """Print a checkpoint's card: version, pair, operating point, shape, how it was trained, what it measured."""
+    from mot_core.translation.translator import WEIGHTS_FILE
+    from services.engines import read_translator_card, resolve_translator_path
+
+    directory, card = resolve_translator_path(translator), read_translator_card(translator)
+    size = (directory / WEIGHTS_FILE).stat().st_size / 1e6
+    point = card.operating_point
+    typer.echo(f"{directory}: {card.version} ({card.kind}, {size:.1f} MB)")
+    typer.echo(f"pair: {card.source_model} -> {card.target_model}, native tail {card.native_tail}")
+    typer.echo(f"operating point: {point.label if point else 'pure translation (no recompute)'}")
+    for key in ("config", "recipe", "metrics"):
+        typer.echo(f"{key}: {json.dumps(getattr(card, key))}")
+
+
+@translator_app.command("top-k")
+def translator_top_k(
+    translator: TranslatorArg,
+    top_k: Annotated[int, typer.Argument(help="Experts each token is routed to.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint directory to write (may be the input's).")],
+) -> None:
+    """Re-save a mixture translator with its router sending each token to TOP_K experts, weights unchanged.
+
+    Serving with fewer experts than trained is cheaper on a CPU (the experts run per token on its
+    chosen ones); measure it with `mot eval --checkpoint` before shipping it. The card records the
+    parent's version and keeps its training-time metrics under `parent`."""
+    import torch
+
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import load_translator
+    from services.engines import resolve_translator_path
+
+    directory = resolve_translator_path(translator)
+    parent = load_translator(directory)
+    if not isinstance(parent, MixtureTranslator):
+        raise MotError(f"{directory} is a {parent.kind} translator: it has no router")
+    try:
+        rerouted = parent.with_top_k(top_k)
+    except ValueError as exc:
+        raise MotError(str(exc)) from None
+    rerouted.save(out, dtype=torch.int8)  # as shipped; int8 of int8-rounded weights gives them back exactly
+    typer.echo(f"{out}: {rerouted.card.version} (top-{top_k} of {parent.experts} experts, from {parent.card.version})")
 
 
 def _int_list(value: str) -> list[int]:

@@ -118,6 +118,25 @@ class MixtureTranslator(CacheTranslator):
         return grown
 
     @property
+    def experts(self) -> int:
+        return self.w_in.shape[1]
+
+    def with_top_k(self, top_k: int) -> MixtureTranslator:
+        """A copy whose router sends each token to its ``top_k`` best experts (gates renormalised
+        over them), the weights unchanged: to serve with fewer experts than it was trained with.
+        On a CPU the experts run per token on its chosen ones only (``_add_routed_experts``), so
+        k=1 halves their multiply-adds; whether quality holds is a question for ``mot eval``. The
+        card keeps the parent's version, and its training-time metrics under ``parent`` (they were
+        measured at the parent's k)."""
+        if not 1 <= top_k <= self.experts:
+            raise ValueError(f"top_k must be between 1 and the {self.experts} experts, not {top_k}")
+        rerouted = copy.deepcopy(self)
+        rerouted.top_k = rerouted.card.config["top_k"] = top_k
+        rerouted.card.recipe["rerouted"] = {"from": self.card.version, "top_k": top_k}
+        rerouted.card.metrics = {"parent": self.card.metrics}
+        return rerouted
+
+    @property
     def reads_first_layer(self) -> bool:
         return hasattr(self, "first_layer_map")
 

@@ -146,6 +146,27 @@ def test_bench_translation_times_the_operating_point_beside_native_prefill(tmp_p
     assert len(ratios) == 2 and all(r > 0 for r in ratios) and float(median.split()[-1]) > 0
 
 
+def test_translator_show_and_top_k(tmp_path):
+    """``mot translator top-k`` re-saves a checkpoint at another k that ``show`` and the loader read
+    back; a k the experts cannot give, or a directory without a card, is one line."""
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import TranslatorCard, load_translator
+
+    config = dict(source_layers=2, source_width=4, target_layers=2, target_width=4, target_windows=[None, 4])
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", config=config | dict(experts=3, top_k=2, hidden=8))
+    parent = MixtureTranslator.from_card(card).save(tmp_path / "parent")
+    parent_version = load_translator(parent).card.version
+    made = run_mot("translator", "top-k", str(parent), "1", "--out", str(tmp_path / "top1"))
+    assert made.returncode == 0, made.stderr
+    assert f"top-1 of 3 experts, from {parent_version}" in made.stdout
+    shown = run_mot("translator", "show", str(tmp_path / "top1"))
+    assert shown.returncode == 0, shown.stderr
+    assert "pure translation" in shown.stdout and '"rerouted": {"from": "' + parent_version in shown.stdout
+    assert load_translator(tmp_path / "top1").top_k == 1
+    assert_one_line_error(run_mot("translator", "top-k", str(parent), "4", "-o", str(tmp_path / "x")), "3 experts")
+    assert_one_line_error(run_mot("translator", "show", str(tmp_path)), "not a translator checkpoint")
+
+
 def test_training_mixes_that_leave_no_speeches_are_refused_before_any_work(tmp_path):
     proc = run_mot("train", "-s", "a", "-t", "b", "--news", "0.6", "--wiki", "0.5", env_home=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

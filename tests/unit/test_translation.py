@@ -111,9 +111,9 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     for (name, a), (_, b) in zip(trained.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     assert loaded.card.metrics["validation"]["step"] == 3
-    loaded.top_k = loaded.card.config["top_k"] = 1  # same weights, computing something else
-    loaded.save(tmp_path / "top1")
-    assert loaded.card.version != trained.card.version
+    rerouted = loaded.with_top_k(1)  # same weights, computing something else
+    rerouted.save(tmp_path / "top1")
+    assert rerouted.card.version != trained.card.version
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
@@ -740,6 +740,41 @@ def test_mixture_computes_its_formula_per_token():
         translator.target_mean.add_(1.0)
         after = translator.predict_rows(aligned, all_positions=True)
         torch.testing.assert_close(after, before + 1.0, rtol=1e-5, atol=1e-5)
+
+
+def test_a_rerouted_translator_is_the_same_weights_at_another_k(tmp_path):
+    """``with_top_k``: what a module built with that k holds and computes, as its own version with
+    its parent named; the parent is untouched; a k the experts cannot give is refused."""
+    from dataclasses import replace
+
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import TranslatorCard
+
+    config = dict(source_layers=3, source_width=6, target_layers=2, target_width=4, target_windows=[None, 4])
+    config |= dict(experts=3, top_k=2, hidden=5)
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", config=config, metrics={"validation": {"step": 3}})
+    torch.manual_seed(0)
+    parent = MixtureTranslator.from_card(card)
+    with torch.no_grad():
+        for parameter in parent.parameters():
+            parameter.normal_()
+    parent.save(tmp_path / "parent")
+    rerouted = parent.with_top_k(1)
+    built = MixtureTranslator.from_card(replace(card, config=config | {"top_k": 1}))
+    built.load_state_dict(parent.state_dict())
+    aligned = torch.randn(7, 3, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(rerouted.predict_rows(aligned), built.predict_rows(aligned), rtol=0, atol=0)
+        assert not torch.allclose(rerouted.predict_rows(aligned), parent.predict_rows(aligned))
+    assert parent.top_k == parent.card.config["top_k"] == 2 and "rerouted" not in parent.card.recipe
+    rerouted.save(tmp_path / "top1")
+    loaded = load_translator(tmp_path / "top1")
+    assert loaded.top_k == 1 and loaded.card.version not in ("", parent.card.version)
+    assert loaded.card.recipe["rerouted"] == {"from": parent.card.version, "top_k": 1}
+    assert loaded.card.metrics == {"parent": {"validation": {"step": 3}}}  # measured at k=2, not its own
+    for k in (0, 4):
+        with pytest.raises(ValueError, match="between 1 and the 3 experts"):
+            parent.with_top_k(k)
 
 
 def test_a_translator_made_under_inference_mode_serves_and_sees_its_changes():

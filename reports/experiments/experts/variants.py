@@ -37,22 +37,22 @@ VARIANTS = ("experts-off", "top1", "dense", "mixes1")
 
 def knocked_out(shipped: MixtureTranslator, name: str) -> MixtureTranslator:
     """A copy of ``shipped`` with ``name``'s part knocked out."""
-    translator = copy.deepcopy(shipped)
-    experts = translator.w_in.shape[1]
-    with torch.no_grad():
-        if name == "experts-off":
-            translator.w_out.zero_()
-        elif name in ("top1", "dense"):
-            translator.top_k = translator.card.config["top_k"] = 1 if name == "top1" else experts
-        elif name == "mixes1":
-            if translator.mixes == 1:
-                raise SystemExit("the translator has one mixture per target layer: nothing to knock out")
-            translator.base[:, 1:] = 0
-        else:
-            raise SystemExit(f"unknown variant {name!r}; choose from {VARIANTS}")
-    translator.card.recipe["knocked_out"] = {"from": translator.card.version, "part": name}
-    # the training-time validation was measured on the parent, not on this variant
-    translator.card.metrics = {"parent": translator.card.metrics}
+    if name in ("top1", "dense"):  # the router's k only (what `mot translator top-k` saves)
+        translator = shipped.with_top_k(1 if name == "top1" else shipped.experts)
+    else:
+        translator = copy.deepcopy(shipped)
+        # the training-time validation was measured on the parent, not on this variant
+        translator.card.metrics = {"parent": translator.card.metrics}
+        with torch.no_grad():
+            if name == "experts-off":
+                translator.w_out.zero_()
+            elif name == "mixes1":
+                if translator.mixes == 1:
+                    raise SystemExit("the translator has one mixture per target layer: nothing to knock out")
+                translator.base[:, 1:] = 0
+            else:
+                raise SystemExit(f"unknown variant {name!r}; choose from {VARIANTS}")
+    translator.card.recipe["knocked_out"] = {"from": shipped.card.version, "part": name}
     return translator
 
 
