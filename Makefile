@@ -71,6 +71,10 @@ train: models data  ## retrain the shipped translators into checkpoints/ with th
 	$(MOT) train --source smollm2-135m --target qwen2.5-0.5b --steps 150 --context-tokens 1024 --lr 5e-4 \
 	  --mixes 4 --init checkpoints/smollm2-135m__qwen2.5-0.5b --recompute 0.12 --recompute-recent 0.02 \
 	  --through-recompute --news 0.5 --seed 1 --work-dir "$(TRAIN_DIR)-stage3" --out checkpoints
+	# both: the rest of the fraction recomputes names and numbers whole (same weights; reports/experiments/phrases/)
+	for t in $(PAIRS); do \
+	  $(MOT) translator set checkpoints/smollm2-135m__$$t --recompute-selection phrases -o checkpoints/smollm2-135m__$$t || exit 1; \
+	done
 
 eval: models data  ## held-out evaluation of the shipped translators (validation split + QA dev set) -> out/eval/
 	for t in $(PAIRS); do \

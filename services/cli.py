@@ -33,7 +33,7 @@ data_app = typer.Typer(
 )
 cache_app = typer.Typer(help="Make, inspect and use encoded KV cache files (.motkv).", no_args_is_help=True)
 translator_app = typer.Typer(
-    help="Inspect a trained translator checkpoint, or re-save it with its router's top-k changed.", no_args_is_help=True
+    help="Inspect a trained translator checkpoint, or re-save it with how it is served changed.", no_args_is_help=True
 )
 app.add_typer(models_app, name="models")
 app.add_typer(data_app, name="data")
@@ -524,33 +524,68 @@ def translator_show(translator: TranslatorArg) -> None:
         typer.echo(f"{key}: {json.dumps(getattr(card, key))}")
 
 
-@translator_app.command("top-k")
-def translator_top_k(
+@translator_app.command("set")
+def translator_set(
     translator: TranslatorArg,
-    top_k: Annotated[int, typer.Argument(help="Experts each token is routed to.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Checkpoint directory to write (may be the input's).")],
+    top_k: Annotated[int | None, typer.Option(min=1, help="Experts the router sends each token to.")] = None,
+    recompute: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="Fraction of the context the target recomputes itself.")
+    ] = None,
+    recompute_recent: Annotated[
+        float | None, typer.Option(min=0.0, max=1.0, help="Of --recompute, the share taken from the context's end.")
+    ] = None,
+    recompute_attended: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="Of --recompute, the share the context's last tokens read most."),
+    ] = None,
+    recompute_selection: Annotated[
+        str | None, typer.Option(help="How the rest of --recompute is chosen: phrases, words, surprisal, ...")
+    ] = None,
 ) -> None:
-    """Re-save a mixture translator with its router sending each token to TOP_K experts, weights unchanged.
+    """Re-save a trained translator with how it is served changed, its weights unchanged: the router's
+    top-k, the operating point (what is not given stays as the card has it).
 
     Serving with fewer experts than trained is cheaper on a CPU (the experts run per token on its
-    chosen ones); measure it with `mot eval --checkpoint` before shipping it. The card records the
-    parent's version and keeps its training-time metrics under `parent`."""
+    chosen ones); the operating point trades cost for quality (`mot eval --sweep`). Measure the
+    result with `mot eval --checkpoint` before shipping it. A new top-k is a new version: the card
+    names its parent and keeps the parent's training-time metrics under `parent`. The operating
+    point is written to the card (translated caches are stored under a key that names it)."""
+    from dataclasses import replace
+
     import torch
+    from safetensors import safe_open
 
     from mot_core.translation.mixture import MixtureTranslator
-    from mot_core.translation.translator import load_translator
+    from mot_core.translation.translator import INT8_SCALE, WEIGHTS_FILE, load_translator
     from services.engines import resolve_translator_path
 
+    _check_selection(recompute_selection)
     directory = resolve_translator_path(translator)
-    parent = load_translator(directory)
-    if not isinstance(parent, MixtureTranslator):
-        raise MotError(f"{directory} is a {parent.kind} translator: it has no router")
-    try:
-        rerouted = parent.with_top_k(top_k)
-    except ValueError as exc:
-        raise MotError(str(exc)) from None
-    rerouted.save(out, dtype=torch.int8)  # as shipped; int8 of int8-rounded weights gives them back exactly
-    typer.echo(f"{out}: {rerouted.card.version} (top-{top_k} of {parent.experts} experts, from {parent.card.version})")
+    loaded = load_translator(directory)
+    parent_version, before = loaded.card.version, loaded.card.operating_point
+    if top_k is not None:
+        if not isinstance(loaded, MixtureTranslator):
+            raise MotError(f"{directory} is a {loaded.kind} translator: it has no router")
+        try:
+            loaded = loaded.with_top_k(top_k)
+        except ValueError as exc:
+            raise MotError(str(exc)) from None
+    point = {
+        "recompute_fraction": recompute,
+        "recompute_recent": recompute_recent,
+        "recompute_attended": recompute_attended,
+        "recompute_selection": recompute_selection,
+    }
+    loaded.card = replace(loaded.card, **{k: v for k, v in point.items() if v is not None})  # checks the point
+    with safe_open(str(directory / WEIGHTS_FILE), "pt") as stored:  # as stored: int8 of int8-rounded weights
+        int8 = any(name.endswith(INT8_SCALE) for name in stored.keys())  # gives them back exactly
+    loaded.save(out, dtype=torch.int8 if int8 else torch.float32)
+    after = loaded.card.operating_point
+    typer.echo(
+        f"{out}: {loaded.card.version} (from {parent_version}); top-k {getattr(loaded, 'top_k', '-')}, "
+        f"operating point {before.label if before else 'none'} -> {after.label if after else 'none'}"
+    )
 
 
 def _int_list(value: str) -> list[int]:

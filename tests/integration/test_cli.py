@@ -146,9 +146,10 @@ def test_bench_translation_times_the_operating_point_beside_native_prefill(tmp_p
     assert len(ratios) == 2 and all(r > 0 for r in ratios) and float(median.split()[-1]) > 0
 
 
-def test_translator_show_and_top_k(tmp_path):
-    """``mot translator top-k`` re-saves a checkpoint at another k that ``show`` and the loader read
-    back; a k the experts cannot give, or a directory without a card, is one line."""
+def test_translator_set_reroutes_and_moves_the_operating_point(tmp_path):
+    """``mot translator set`` re-saves a checkpoint at another top-k and operating point, which
+    ``show`` and the loader read back; a k the experts cannot give, a point the card refuses, or a
+    directory without a card is one line."""
     from mot_core.translation.mixture import MixtureTranslator
     from mot_core.translation.translator import TranslatorCard, load_translator
 
@@ -156,14 +157,24 @@ def test_translator_show_and_top_k(tmp_path):
     card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", config=config | dict(experts=3, top_k=2, hidden=8))
     parent = MixtureTranslator.from_card(card).save(tmp_path / "parent")
     parent_version = load_translator(parent).card.version
-    made = run_mot("translator", "top-k", str(parent), "1", "--out", str(tmp_path / "top1"))
+    made = run_mot(
+        "translator", "set", str(parent), "--top-k", "1", "--recompute", "0.1", "--recompute-selection", "phrases",
+        "--out", str(tmp_path / "top1"),
+    )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    assert f"top-1 of 3 experts, from {parent_version}" in made.stdout
+    assert f"(from {parent_version}); top-k 1, operating point none -> phrases0.1r0" in made.stdout
     shown = run_mot("translator", "show", str(tmp_path / "top1"))
     assert shown.returncode == 0, shown.stderr
-    assert "pure translation" in shown.stdout and '"rerouted": {"from": "' + parent_version in shown.stdout
-    assert load_translator(tmp_path / "top1").top_k == 1
-    assert_one_line_error(run_mot("translator", "top-k", str(parent), "4", "-o", str(tmp_path / "x")), "3 experts")
+    assert "operating point: phrases0.1r0\n" in shown.stdout
+    assert '"rerouted": {"from": "' + parent_version in shown.stdout
+    loaded = load_translator(tmp_path / "top1")
+    assert loaded.top_k == 1 and loaded.card.recompute_fraction == 0.1 and loaded.card.version != parent_version
+    out = str(tmp_path / "x")
+    assert_one_line_error(run_mot("translator", "set", str(parent), "--top-k", "4", "-o", out), "3 experts")
+    assert_one_line_error(
+        run_mot("translator", "set", str(parent), "--recompute", "0.1", "--recompute-recent", "0.5", "-o", out),
+        "operating point",
+    )
     assert_one_line_error(run_mot("translator", "show", str(tmp_path)), "not a translator checkpoint")
 
 

@@ -37,7 +37,7 @@ VARIANTS = ("experts-off", "top1", "dense", "mixes1")
 
 def knocked_out(shipped: MixtureTranslator, name: str) -> MixtureTranslator:
     """A copy of ``shipped`` with ``name``'s part knocked out."""
-    if name in ("top1", "dense"):  # the router's k only (what `mot translator top-k` saves)
+    if name in ("top1", "dense"):  # the router's k only (what `mot translator set --top-k` saves)
         translator = shipped.with_top_k(1 if name == "top1" else shipped.experts)
     else:
         translator = copy.deepcopy(shipped)
