@@ -75,6 +75,8 @@ train: models data  ## retrain the shipped translators into checkpoints/ with th
 	for t in $(PAIRS); do \
 	  $(MOT) translator set checkpoints/smollm2-135m__$$t --recompute-selection phrases -o checkpoints/smollm2-135m__$$t || exit 1; \
 	done
+	# Gemma-3 serves each token through its router's best expert only (same weights; reports/experiments/experts/ section 3)
+	$(MOT) translator set checkpoints/smollm2-135m__gemma3-270m --top-k 1 -o checkpoints/smollm2-135m__gemma3-270m
 
 eval: models data  ## held-out evaluation of the shipped translators (validation split + QA dev set) -> out/eval/
 	for t in $(PAIRS); do \

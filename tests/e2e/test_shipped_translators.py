@@ -21,4 +21,7 @@ def test_shipped_translator_fits_and_matches_its_models(pair):
     assert f"{card.source_model}__{card.target_model}" == pair
     assert load_model(card.source_model).fingerprint.id == card.source_fingerprint
     assert load_model(card.target_model).fingerprint.id == card.target_fingerprint
-    assert card.metrics["validation"]["retention"] > 0  # measured on held-out speeches, recorded at training
+    # measured on held-out speeches, recorded at training; a translator re-saved at another top-k
+    # (`mot translator set`, Gemma-3's) keeps its parent's, measured at the parent's k, under "parent"
+    trained = card.metrics["parent"] if "rerouted" in card.recipe else card.metrics
+    assert trained["validation"]["retention"] > 0
