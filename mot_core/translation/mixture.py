@@ -126,14 +126,18 @@ class MixtureTranslator(CacheTranslator):
         over them), the weights unchanged: to serve with fewer experts than it was trained with.
         On a CPU the experts run per token on its chosen ones only (``_add_routed_experts``), so
         k=1 halves their multiply-adds; whether quality holds is a question for ``mot eval``. The
-        card keeps the parent's version, and its training-time metrics under ``parent`` (they were
-        measured at the parent's k)."""
+        card names the trained translator's version (``recipe["rerouted"]``) and keeps its
+        training-time metrics under ``parent`` (measured at the k it was trained with), however
+        often it is rerouted."""
         if not 1 <= top_k <= self.experts:
             raise ValueError(f"top_k must be between 1 and the {self.experts} experts, not {top_k}")
+        card = self.card
+        trained = card.recipe.get("rerouted", {}).get("from", card.version)
+        metrics = card.metrics["parent"] if "rerouted" in card.recipe else card.metrics
         rerouted = copy.deepcopy(self)
         rerouted.top_k = rerouted.card.config["top_k"] = top_k
-        rerouted.card.recipe["rerouted"] = {"from": self.card.version, "top_k": top_k}
-        rerouted.card.metrics = {"parent": self.card.metrics}
+        rerouted.card.recipe["rerouted"] = {"from": trained, "top_k": top_k}
+        rerouted.card.metrics = {"parent": copy.deepcopy(metrics)}
         return rerouted
 
     @property

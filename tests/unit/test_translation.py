@@ -772,6 +772,8 @@ def test_a_rerouted_translator_is_the_same_weights_at_another_k(tmp_path):
     assert loaded.top_k == 1 and loaded.card.version not in ("", parent.card.version)
     assert loaded.card.recipe["rerouted"] == {"from": parent.card.version, "top_k": 1}
     assert loaded.card.metrics == {"parent": {"validation": {"step": 3}}}  # measured at k=2, not its own
+    again = loaded.with_top_k(3)  # rerouted twice: still the trained translator and its metrics
+    assert again.card.recipe["rerouted"]["from"] == parent.card.version and again.card.metrics == loaded.card.metrics
     for k in (0, 4):
         with pytest.raises(ValueError, match="between 1 and the 3 experts"):
             parent.with_top_k(k)
