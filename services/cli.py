@@ -553,11 +553,8 @@ def translator_set(
     point is written to the card (translated caches are stored under a key that names it)."""
     from dataclasses import replace
 
-    import torch
-    from safetensors import safe_open
-
     from mot_core.translation.mixture import MixtureTranslator
-    from mot_core.translation.translator import INT8_SCALE, WEIGHTS_FILE, load_translator
+    from mot_core.translation.translator import load_translator, stored_dtype
     from services.engines import resolve_translator_path
 
     _check_selection(recompute_selection)
@@ -578,9 +575,7 @@ def translator_set(
         "recompute_selection": recompute_selection,
     }
     loaded.card = replace(loaded.card, **{k: v for k, v in point.items() if v is not None})  # checks the point
-    with safe_open(str(directory / WEIGHTS_FILE), "pt") as stored:  # as stored: int8 of int8-rounded weights
-        int8 = any(name.endswith(INT8_SCALE) for name in stored.keys())  # gives them back exactly
-    loaded.save(out, dtype=torch.int8 if int8 else torch.float32)
+    loaded.save(out, dtype=stored_dtype(directory))
     after = loaded.card.operating_point
     typer.echo(
         f"{out}: {loaded.card.version} (from {parent_version}); top-k {getattr(loaded, 'top_k', '-')}, "

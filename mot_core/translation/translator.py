@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -275,6 +276,13 @@ def load_translator(directory: Path | str, device: str | torch.device = "cpu") -
         state[name] = state[name] * stored[name + INT8_SCALE].float()  # int8 * float32 -> float32, as saved
     module.load_state_dict(state)
     return module.to(device).eval()
+
+
+def stored_dtype(directory: Path | str) -> torch.dtype:
+    """How a checkpoint's matrices are stored (int8 or float32), from its header alone: re-saving in
+    the same dtype gives int8-rounded weights back exactly."""
+    with safe_open(str(Path(directory) / WEIGHTS_FILE), "pt") as stored:
+        return torch.int8 if any(name.endswith(INT8_SCALE) for name in stored.keys()) else torch.float32
 
 
 def _quantised(tensor: torch.Tensor) -> bool:
