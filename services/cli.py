@@ -646,7 +646,7 @@ def evaluate(
     from mot_core.journal import Journal
     from mot_core.loading import load_model
     from mot_core.paths import mot_home
-    from mot_core.translation.pairs import context_chunks, fit_ridge
+    from mot_core.translation.pairs import baseline_ridge
     from mot_core.translation.samples import cut_samples, read_corpus
     from mot_core.translation.translator import load_translator, serving_dtype
     from services.engines import resolve_translator_path
@@ -654,16 +654,17 @@ def evaluate(
     _check_selection(selection)
     src, tgt = load_model(source), load_model(target)
     translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, target)))
-    ridge_dir = mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}"
     if ridge_contexts == 0 or report_only:  # a report-only run reads the ridge's scores from the journal
         ridge = None
-    elif (ridge_dir / "card.json").is_file():
-        ridge = load_translator(ridge_dir)
     else:
-        train_docs = pull_corpus().texts("train")
-        contexts = [c for doc in train_docs for c in context_chunks(src.tokenizer, doc, 256, max_chunks=2)]
-        ridge = fit_ridge(src, tgt, contexts[:ridge_contexts], native_tail=translator.card.native_tail)
-        ridge.save(ridge_dir)
+        ridge = baseline_ridge(
+            src,
+            tgt,
+            lambda: pull_corpus().texts("train"),
+            contexts=ridge_contexts,
+            native_tail=translator.card.native_tail,
+            directory=mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}",
+        )
     documents = read_corpus(corpus)
     by_length = {
         n: cut_samples(documents, src.tokenizer, context_tokens=n, count=samples, seed=seed + n)

@@ -8,8 +8,11 @@ position of every layer is available as a training target.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -19,7 +22,12 @@ from mot_core.cache_ops import prefill
 from mot_core.loading import LoadedModel
 from mot_core.translation.features import align_rows, kv_rows
 from mot_core.translation.ridge import RidgeFitter, RidgeTranslator
-from mot_core.translation.translator import TranslatorCard
+from mot_core.translation.translator import CARD_FILE, TranslatorCard, load_translator
+
+log = logging.getLogger(__name__)
+
+BASELINE_CONTEXT_TOKENS = 256  # the ridge baseline's fitting contexts (the issue's calibration fit)
+BASELINE_CHUNKS_PER_DOCUMENT = 2  # so its contexts come from many documents, not a few long ones
 
 
 @dataclass
@@ -75,3 +83,34 @@ def fit_ridge(
     translator.x_mean.copy_(x_mean)
     translator.y_mean.copy_(y_mean)
     return translator.eval()
+
+
+def baseline_ridge(
+    source: LoadedModel,
+    target: LoadedModel,
+    train_documents: Callable[[], list[str]],
+    *,
+    contexts: int,
+    native_tail: int,
+    directory: Path,
+    context_tokens: int = BASELINE_CONTEXT_TOKENS,
+) -> RidgeTranslator:
+    """The closed-form row of every report: fitted on the first ``contexts`` pieces of the training
+    documents, once per machine, and kept in ``directory``. A kept fit is refitted when it was made
+    for other models (fingerprints) or another native tail than the translator it is compared with."""
+    if (directory / CARD_FILE).is_file():
+        kept = load_translator(directory)
+        made_for = (kept.card.source_fingerprint, kept.card.target_fingerprint, kept.card.native_tail)
+        if made_for == (source.fingerprint.id, target.fingerprint.id, native_tail):
+            return kept
+        log.info("refitting the ridge baseline in %s: it was fitted for other models or another native tail", directory)
+    pieces = (
+        piece
+        for document in train_documents()
+        for piece in context_chunks(source.tokenizer, document, context_tokens, max_chunks=BASELINE_CHUNKS_PER_DOCUMENT)
+    )
+    chosen = list(itertools.islice(pieces, contexts))
+    recipe = {"contexts": len(chosen), "context_tokens": context_tokens, "data": "training split"}
+    ridge = fit_ridge(source, target, chosen, native_tail=native_tail, recipe=recipe)
+    ridge.save(directory)
+    return ridge

@@ -13,7 +13,7 @@ from mot_core.errors import MotError
 from mot_core.evaluation import evaluate, qa_accuracy
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
-from mot_core.translation.pairs import context_chunks, fit_ridge
+from mot_core.translation.pairs import baseline_ridge, context_chunks, fit_ridge
 from mot_core.translation.recompute import OperatingPoint
 from mot_core.translation.samples import cut_lengths, cut_samples, interleave, with_recall
 from mot_core.translation.train import Recipe, sample_loss, train_pair
@@ -82,6 +82,30 @@ def test_translated_cache_loads_into_the_target(target_arch):
     torch.testing.assert_close(headed.keys[full_layer][:, :, 1:], result.cache.keys[full_layer][:, :, 1:])
     logits = cache_ops.next_token_logits(target, headed, result.native_ids)
     assert torch.isfinite(logits).all()
+
+
+def test_the_ridge_baseline_is_fitted_once_and_again_for_other_models_or_tail(pair, tmp_path):
+    source, target = pair
+    reads = []
+
+    def documents():
+        reads.append(1)
+        return [demo_text(), demo_text()[::-1]]
+
+    fit = dict(contexts=3, directory=tmp_path / "ridge", context_tokens=5)
+    first = baseline_ridge(source, target, documents, native_tail=2, **fit)
+    assert first.card.recipe["rows"] > 0 and first.card.recipe["contexts"] == 3 and len(reads) == 1
+    # the first 3 pieces at 2 a document: the same fit as those pieces given by hand
+    pieces = [*context_chunks(source.tokenizer, demo_text(), 5, max_chunks=2)]
+    pieces += [*context_chunks(source.tokenizer, demo_text()[::-1], 5, max_chunks=1)]
+    assert torch.equal(first.weight, fit_ridge(source, target, pieces, native_tail=2).weight)
+    kept = baseline_ridge(source, target, documents, native_tail=2, **fit)
+    assert len(reads) == 1 and kept.card.version == first.card.version  # kept, not refitted
+    other_tail = baseline_ridge(source, target, documents, native_tail=3, **fit)
+    assert len(reads) == 2 and other_tail.card.native_tail == 3
+    other_target = tiny_model("qwen2", seed=1)
+    refitted = baseline_ridge(source, other_target, documents, native_tail=3, **fit)
+    assert len(reads) == 3 and refitted.card.target_fingerprint == other_target.fingerprint.id
 
 
 def test_foreign_source_cache_is_refused(pair, ridge):
