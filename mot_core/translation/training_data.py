@@ -19,7 +19,10 @@ from mot_core.errors import MotError
 from mot_core.synthetic import generated_root
 from mot_core.translation.samples import Sample, cut_lengths, cut_samples, interleave, read_corpus
 
-REGISTERS = ("news", "wiki", "literature", "generated")  # the order they are mixed in
+# each register's seed offset (its cut is seeded ``seed + offset``), in the order they are mixed in:
+# fixed per name, so adding a register changes no other register's contexts
+SEED_OFFSETS = {"news": 1000, "wiki": 2000, "literature": 3000, "generated": 4000}
+REGISTERS = tuple(SEED_OFFSETS)
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,18 @@ def extra_registers(
         raise ValueError(f"unknown registers {sorted(unknown)}; choose from {REGISTERS}")
     if sum(fractions.values()) > 1.0:
         raise ValueError(f"register fractions {dict(fractions)} leave no room for the speeches (sum > 1)")
-    if fractions.get("generated", 0.0) > 0:
-        _generated(generated_by)  # refused before anything is fetched
+    # missing generated prose is refused before anything is fetched
+    generated = _generated(generated_by) if fractions.get("generated", 0.0) > 0 else None
     registers = []
-    for offset, name in enumerate(REGISTERS, start=1):
+    for name, offset in SEED_OFFSETS.items():
         if fractions.get(name, 0.0) > 0:
-            path, card = _pull(name, held_out, generated_by)
-            registers.append(Register(name, fractions[name], path, 1000 * offset, card))
+            path, card = generated if name == "generated" else _pull(name, held_out)
+            registers.append(Register(name, fractions[name], path, offset, card))
     return registers
 
 
-def _pull(name: str, held_out: Callable[[], Iterable[str]], generated_by: str) -> tuple[Path, dict]:
+def _pull(name: str, held_out: Callable[[], Iterable[str]]) -> tuple[Path, dict]:
+    """A corpus register's train split (pulled, idempotent) and what its card says of it."""
     if name == "news":
         card = {
             "corpus": f"{news.NEWS_WHEEL} {news.NEWS_MEMBER}",
@@ -83,7 +87,7 @@ def _pull(name: str, held_out: Callable[[], Iterable[str]], generated_by: str) -
             "split_rule": f"dev iff sha256(section title) % {literature.DEV_MODULUS} == 0",
         }
         return literature.pull_literature() / "train.jsonl", card
-    return _generated(generated_by)
+    raise ValueError(f"no corpus to pull for register {name!r}")
 
 
 def _generated(model: str) -> tuple[Path, dict]:
