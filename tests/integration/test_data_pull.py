@@ -46,7 +46,7 @@ def test_news_pull_from_the_gensim_wheel(tmp_path, monkeypatch):
 def test_wikipedia_pull_from_the_gensim_wheel_leaves_out_the_qa_passages(tmp_path, monkeypatch):
     from mot_core.encyclopedia import is_dev, pull_wiki, word_runs
     from mot_core.evaluation import read_qa_items
-    from services.cli import QA_DEV
+    from services.cli.options import QA_DEV
 
     monkeypatch.setenv("MOT_HOME", str(tmp_path))
     contexts = [item["context"] for item in read_qa_items(QA_DEV)]
