@@ -24,7 +24,7 @@ def models_pull(
     if unknown:
         raise MotError(f"unknown zoo model(s) {', '.join(unknown)}; known: {', '.join(zoo.ZOO)}")
     for name in wanted:
-        path = zoo.pull(name)
+        path = zoo.pull(name, keep_downloads=keep_downloads)
         typer.echo(f"{name}: {path}")
 
 
