@@ -14,6 +14,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 from compare import corpus_samples  # noqa: E402
 from cost import VALIDATION  # noqa: E402
+from parts import translating  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
 import mot_core.translation.translator as translator_module  # noqa: E402
@@ -50,16 +51,7 @@ def timings(source, target, translator, sample, variants: dict) -> tuple[bool, d
     rows, weights = kv_rows(prepared.source_cache, source.spec), prepared.alignment.to_sparse()
     equal = torch.equal(align_rows(rows, weights), copied_rows(rows, weights))
 
-    def translate() -> None:
-        translator.translate(
-            prepared.source_cache,
-            sample.context,
-            source_spec=source.spec,
-            source_tokenizer=source.tokenizer,
-            target_spec=target.spec,
-            target_tokenizer=target.tokenizer,
-            all_positions=True,
-        )
+    translate = translating(source, target, translator, prepared, sample.context)
 
     alone, inside = {k: [] for k in variants}, {k: [] for k in variants}
     for name in ("product", "copied", "copied", "product"):

@@ -6,6 +6,7 @@ allocator tuned as the CLI tunes it).
 """
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -23,6 +24,7 @@ from mot_core.translation.assemble import rows_to_cache  # noqa: E402
 from mot_core.translation.features import align_rows, kv_rows  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
 from mot_core.translation.recompute import blend  # noqa: E402
+from mot_core.translation.translator import TranslationResult  # noqa: E402
 
 
 def one_sample(description: str) -> tuple:
@@ -38,10 +40,17 @@ def one_sample(description: str) -> tuple:
     sample = corpus_samples(args, source.tokenizer)[0]
     prepared = prepare(source, target, sample, 64, translator.card.native_tail)
 
-    def translate():
+    translate = translating(source, target, translator, prepared, sample.context)
+    return args, source, target, translator, sample, prepared, translate
+
+
+def translating(source, target, translator, prepared, context: str) -> Callable[[], TranslationResult]:
+    """``translate()`` of ``prepared`` (of ``context``) with every position kept (what a recompute starts from)."""
+
+    def translate() -> TranslationResult:
         return translator.translate(
             prepared.source_cache,
-            sample.context,
+            context,
             source_spec=source.spec,
             source_tokenizer=source.tokenizer,
             target_spec=target.spec,
@@ -50,7 +59,7 @@ def one_sample(description: str) -> tuple:
             all_positions=True,
         )
 
-    return args, source, target, translator, sample, prepared, translate
+    return translate
 
 
 @torch.no_grad()
