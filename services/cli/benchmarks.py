@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from mot_core.errors import MotError
-from services.cli.options import load
 
 
 def bench(
@@ -19,6 +18,7 @@ def bench(
 ) -> None:
     """Native prefill time vs codec encode/decode throughput, side by side in one run."""
     from mot_core.benchmarks import bench_codec, set_benchmark_threads
+    from mot_core.loading import load_model
     from mot_core.zoo import ZOO
 
     used = set_benchmark_threads(threads)
@@ -29,7 +29,7 @@ def bench(
     )
     typer.echo(header)
     for name in models or list(ZOO):
-        for row in bench_codec(load(name), context_tokens, repeats):
+        for row in bench_codec(load_model(name), context_tokens, repeats):
             typer.echo(
                 f"{row.model:<14} {row.context_tokens:>6} {row.prefill_s:>9.3f} {row.dtype:<8} "
                 f"{row.encoded_mb:>7.2f} {row.encode_gbps:>8.2f} {row.decode_gbps:>8.2f} "
@@ -65,6 +65,7 @@ def bench_translation(
     the machine: a CPU without bfloat16 matmuls runs the translator in float32 and pays more.
     """
     from mot_core.benchmarks import cpu_name, set_benchmark_threads
+    from mot_core.loading import load_model
     from mot_core.roundtrip import DEMO_TEXT_PATH
     from mot_core.translation.cost import translation_cost
     from mot_core.translation.samples import cut_samples, read_corpus
@@ -75,7 +76,7 @@ def bench_translation(
 
     service = load_config(config or DEMO_CONFIG)
     used = set_benchmark_threads(threads)
-    src = load(service.source.name)
+    src = load_model(service.source.name)
     text = corpus or DEMO_TEXT_PATH
     contexts = cut_samples(read_corpus(text), src.tokenizer, context_tokens=context_tokens, count=samples, seed=seed)
     if len(contexts) < samples:
@@ -91,7 +92,7 @@ def bench_translation(
     )
     for spec in (t for t in service.targets if t.translator):
         translator = load_translator(resolve_translator_path(spec.translator))
-        cost = translation_cost(src, load(spec.name), translator, contexts)
+        cost = translation_cost(src, load_model(spec.name), translator, contexts)
         typer.echo(
             f"{Path(spec.name).name:<14} {cost.translator:<26} {cost.operating_point:<18} "
             f"{cost.median_native_s:>9.3f} {cost.median_translate_s:>11.3f} "

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from services.cli.options import ModelArg, load
+from services.cli.options import ModelArg
 
 
 def cache_prefill(
@@ -20,9 +20,10 @@ def cache_prefill(
     """Prefill a context with a model and save its encoded KV cache."""
     from mot_core import codec
     from mot_core.cache_ops import prefill
+    from mot_core.loading import load_model
     from mot_core.roundtrip import context_token_ids
 
-    lm = load(model)
+    lm = load_model(model)
     cache, _ = prefill(lm, context_token_ids(lm, text_file.read_text(encoding="utf-8"), max_tokens), surprisal=True)
     blob = codec.encode(cache, dtype)
     out.write_bytes(blob)
@@ -49,9 +50,10 @@ def cache_generate(
 
     from mot_core import codec
     from mot_core.cache_ops import generate_from_cache
+    from mot_core.loading import load_model
     from mot_core.roundtrip import prompt_token_ids
 
-    lm = load(model)
+    lm = load_model(model)
     cache = codec.decode(path.read_bytes(), expected_fingerprint=lm.fingerprint.id, dtype=torch.float32)
     new = generate_from_cache(lm, cache, prompt_token_ids(lm, prompt), max_new_tokens=max_new_tokens)
     typer.echo(lm.tokenizer.decode(new[0], skip_special_tokens=True))

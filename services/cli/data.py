@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mot_core.synthetic import Sampling
-from services.cli.options import load, qa_dev_contexts
+from services.cli.options import qa_dev_contexts
 
 
 def data_pull() -> None:
@@ -52,10 +52,11 @@ def data_generate(
     context can predict them. Kept when the same settings ran before."""
     from tqdm import tqdm
 
+    from mot_core.loading import load_model
     from mot_core.synthetic import write_generated
 
     sampling = Sampling(documents=documents, new_tokens=new_tokens, batch=batch, seed=seed)
-    writer = load(model)
+    writer = load_model(model)
     with tqdm(total=documents, unit="doc", desc=f"sampling from {model}") as bar:
         root = write_generated(writer, sampling, progress=bar.update)
     typer.echo(f"generated prose at {root}: train.jsonl (mot train --generated), card.json (its settings)")

@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from services.cli.options import load
-
 
 def demo(
     config: Annotated[
@@ -29,12 +27,13 @@ def roundtrip(
     max_new_tokens: Annotated[int, typer.Option(min=1)] = 32,
 ) -> None:
     """Run one real context through prefill -> extract -> encode -> decode -> load -> generate per model."""
+    from mot_core.loading import load_model
     from mot_core.roundtrip import demo_text, run_round_trip
     from mot_core.zoo import ZOO
 
     text = demo_text()
     for name in models or list(ZOO):
-        lm = load(name)
+        lm = load_model(name)
         report = run_round_trip(lm, text, max_context_tokens=context_tokens, dtype=dtype, max_new_tokens=max_new_tokens)
         typer.echo(f"\n== {name} ({lm.spec.model_type}, fingerprint {lm.fingerprint.id})")
         typer.echo(f"context: {report.context_tokens} tokens; cache {report.encoded_bytes / 1e6:.2f} MB as {dtype}")

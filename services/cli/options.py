@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-if TYPE_CHECKING:
-    from mot_core.loading import LoadedModel
 
 # the project's QA dev set (evaluation only): training corpora are checked against its contexts
 QA_DEV = Path(__file__).resolve().parents[2] / "data" / "eval" / "qa_dev.jsonl"
@@ -17,13 +14,6 @@ ModelArg = Annotated[str, typer.Option("--model", "-m", help="Zoo name (see `mot
 TranslatorArg = Annotated[
     str, typer.Argument(help="A shipped translator (`smollm2-135m__gemma3-270m`) or a checkpoint directory.")
 ]
-
-
-def load(name: str) -> LoadedModel:
-    """A model by zoo name, directory or HF id (torch and transformers imported only when needed)."""
-    from mot_core.loading import load_model
-
-    return load_model(name)
 
 
 def pair_name(source: str, target: str) -> str:
