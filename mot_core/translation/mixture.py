@@ -218,7 +218,7 @@ class MixtureTranslator(CacheTranslator):
         Layer-major throughout, so every product is a batched matmul over target layers with no
         transposed copy of ``mixed`` (at 1024 tokens it is ~150 MB: copying it cost more than the
         matmuls). Training runs every expert on every token, gated, in one matmul; serving on a CPU
-        in float32 runs each token's chosen ones (``_add_routed_experts``).
+        runs each token's chosen ones (``routes_experts``).
         """
         count, mixes, seq_len, _ = mixed.shape
         serving = not torch.is_grad_enabled()
@@ -232,7 +232,7 @@ class MixtureTranslator(CacheTranslator):
         primary = mixed[:, 0]  # [l, T, Fs]
         gate_logits = torch.bmm(primary, router)  # [l, T, E]
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)
-        if serving and primary.device.type == "cpu" and not torch.is_autocast_enabled("cpu"):
+        if serving and routes_experts(primary.device):
             return _add_routed_experts(out, primary, top_idx, top_val.softmax(-1), w_in, w_out, gate_logits.shape[-1])
         gates = torch.zeros_like(gate_logits).scatter(-1, top_idx, top_val.softmax(-1))  # k nonzero per token
         experts = gates.shape[-1]
@@ -300,6 +300,17 @@ class MixtureTranslator(CacheTranslator):
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
 
 
+def routes_experts(device: torch.device) -> bool:
+    """Whether serving runs each token's chosen experts only (``_add_routed_experts``): on a CPU,
+    where the multiply-adds are the time, in float32 and bfloat16 alike; a GPU keeps the dense
+    product (a few large kernels, no gathers).
+
+    Gemma-3's experts at 1024 tokens (top-1 of 4), fastest of 7, on a 2-core CPU with bfloat16
+    matmuls: 0.045 s dense against 0.026 s routed (``reports/experiments/serving-cost/experts.py``).
+    """
+    return device.type == "cpu"
+
+
 def _add_routed_experts(
     out: torch.Tensor,
     primary: torch.Tensor,
@@ -317,9 +328,8 @@ def _add_routed_experts(
     GPU (a few large kernels, no gathers) and autograd. On a CPU in float32 the multiply-adds are
     the time: on a 2-core AVX2 CPU without bfloat16 (allocator tuned), 2 of 4 experts take
     Gemma-3's at 1024 tokens from 0.116 s to 0.093 s and Qwen2.5's from 0.109 s to 0.097 s
-    (reports/experiments/serving-cost/experts.py). CPUs with bfloat16 matmuls (autocast) keep the
-    dense product, which is what the acceptance runs timed there. Per target layer the (token,
-    expert) pairs are sorted by expert, so that each expert is one matmul over its tokens.
+    (reports/experiments/serving-cost/experts.py). Per target layer the (token, expert) pairs are
+    sorted by expert, so that each expert is one matmul over its tokens.
     """
     count, _, top_k = top_idx.shape
     w_in = w_in.view(count, w_in.shape[1], experts, -1)  # [l, Fs, E, H]
