@@ -305,8 +305,9 @@ def routes_experts(device: torch.device) -> bool:
     where the multiply-adds are the time, in float32 and bfloat16 alike; a GPU keeps the dense
     product (a few large kernels, no gathers).
 
-    Gemma-3's experts at 1024 tokens (top-1 of 4), fastest of 7, on a 2-core CPU with bfloat16
-    matmuls: 0.045 s dense against 0.026 s routed (``reports/experiments/serving-cost/experts.py``).
+    Gemma-3's translator (top-1 of 4) at 1024 tokens on a 2-core CPU with bfloat16 matmuls: its
+    experts 0.044 s dense against 0.037 s routed, its ``translate()`` 0.012x of the target's prefill
+    cheaper (reports/experiments/serving-cost/, "Routed experts on a CPU with bfloat16 too").
     """
     return device.type == "cpu"
 
@@ -325,10 +326,10 @@ def _add_routed_experts(
     of its expert multiply-adds.
 
     The dense product runs every expert on every token and zeroes the unchosen ones, which suits a
-    GPU (a few large kernels, no gathers) and autograd. On a CPU in float32 the multiply-adds are
-    the time: on a 2-core AVX2 CPU without bfloat16 (allocator tuned), 2 of 4 experts take
-    Gemma-3's at 1024 tokens from 0.116 s to 0.093 s and Qwen2.5's from 0.109 s to 0.097 s
-    (reports/experiments/serving-cost/experts.py). Per target layer the (token, expert) pairs are
+    GPU (a few large kernels, no gathers) and autograd. On a CPU the multiply-adds are the time: on
+    a 2-core AVX2 CPU without bfloat16 (allocator tuned), 2 of 4 experts take Gemma-3's at 1024
+    tokens from 0.116 s to 0.093 s and Qwen2.5's from 0.109 s to 0.097 s
+    (reports/experiments/serving-cost/experts.txt). Per target layer the (token, expert) pairs are
     sorted by expert, so that each expert is one matmul over its tokens.
     """
     count, _, top_k = top_idx.shape

@@ -742,8 +742,9 @@ def test_mixture_computes_its_formula_per_token():
     assert kept_everywhere[0, 1].abs().sum() > 0  # every position of the sliding layers too
     torch.testing.assert_close(kept_everywhere[4:], expected[4:], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(kept_everywhere[:, [0, 2]], expected[:, [0, 2]], rtol=1e-4, atol=1e-4)
-    # serving (no autograd) standardises in place and, in float32 on a CPU, runs each token's chosen
-    # experts only (_add_routed_experts); training keeps the graph and runs them all, gated
+    # serving (no autograd) standardises in place and, on a CPU (float32 here, bfloat16 under the
+    # autocast below), runs each token's chosen experts only (routes_experts); training keeps the
+    # graph and runs them all, gated
     with torch.no_grad():
         serving = translator.predict_rows(aligned)
     training = translator.predict_rows(aligned)
