@@ -28,6 +28,8 @@ from mot_core.cache_ops import prefill  # noqa: E402
 from mot_core.translation.objective import prepare  # noqa: E402
 from mot_core.translation.translator import serving_dtype  # noqa: E402
 
+routes = mixture.routes_experts  # what serving runs; inside_translate switches it off for dense
+
 
 @torch.no_grad()
 def experts_alone(translator, dtype: torch.dtype) -> str:
@@ -62,13 +64,11 @@ def inside_translate(source, target, translator, sample) -> tuple[dict, float]:
     for name in ("dense", "routed", "routed", "dense"):
         mixture.routes_experts = (lambda device: False) if name == "dense" else routes
         times[name].append(min(timed_runs(translate, 3)))
-        keys[name] = torch.cat(translate().cache.keys, dim=-2)
+        if name not in keys:  # the rows of each variant, once
+            keys[name] = torch.cat(translate().cache.keys, dim=-2)
     mixture.routes_experts = routes
     difference = float((keys["dense"] - keys["routed"]).abs().max() / keys["dense"].abs().max())
     return {name: min(t) for name, t in times.items()}, difference
-
-
-routes = mixture.routes_experts
 
 
 def main() -> None:
