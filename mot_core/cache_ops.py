@@ -11,6 +11,7 @@ convert keys between post-RoPE (as cached) and pre-RoPE form; ``first_layer_kv``
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
 import torch
@@ -37,24 +38,70 @@ def extract(lm: LoadedModel, model_cache: DynamicCache, token_ids: torch.Tensor)
     return KVCache(keys, values, _as_batch(token_ids).cpu(), lm.fingerprint.id, rope_applied=True)
 
 
+OBSERVED_TOKENS = 4  # the context's last tokens whose attention ``prefill(for_targets=True)`` records
+
+
 @torch.inference_mode()
 def prefill(
-    lm: LoadedModel, token_ids: torch.Tensor | list[int], *, surprisal: bool = False
+    lm: LoadedModel, token_ids: torch.Tensor | list[int], *, for_targets: bool = False
 ) -> tuple[KVCache, torch.Tensor]:
     """Run the model over ``token_ids``; returns the cache and the logits of the last position.
 
     Only the last position goes through the LM head (as in serving engines): with vocabularies of
-    150-260k tokens, the head over every position would cost as much as the layers. ``surprisal``
-    also scores every token (``KVCache.surprisal``, ``token_surprisal``): the source model does
-    this once per context, so the targets know which tokens carry the facts.
+    150-260k tokens, the head over every position would cost as much as the layers. ``for_targets``
+    also records what the targets' recompute chooses tokens by (``recompute.blend``): each token's
+    surprisal (``KVCache.surprisal``, ``token_surprisal``: the tokens that carry the facts) and what
+    the context's last ``OBSERVED_TOKENS`` read (``KVCache.tail_attention``: what a continuation
+    will read), in the same pass. The source model does this once per context for every target.
     """
     ids = _as_batch(token_ids).to(lm.device)
     model_cache = DynamicCache(config=lm.model.config)
-    out = lm.model(input_ids=ids, cache=model_cache, use_cache=True, logits_to_keep=1, output_hidden_states=surprisal)
+    tail_attention = torch.zeros(ids.shape, dtype=torch.float32)
+    with _recording_tail_attention(lm, model_cache, tail_attention) if for_targets else nullcontext():
+        out = lm.model(
+            input_ids=ids, cache=model_cache, use_cache=True, logits_to_keep=1, output_hidden_states=for_targets
+        )
     cache = extract(lm, model_cache, ids)
-    if surprisal:
-        cache = replace(cache, surprisal=token_surprisal(lm, out.hidden_states[-1], ids))
+    if for_targets:
+        surprisal = token_surprisal(lm, out.hidden_states[-1], ids)
+        cache = replace(cache, surprisal=surprisal, tail_attention=tail_attention)
     return cache, out.logits[:, -1, :].float()
+
+
+@contextmanager
+def _recording_tail_attention(lm: LoadedModel, model_cache: DynamicCache, shares: torch.Tensor):
+    """While a prefill runs: add to ``shares [batch, T]`` what its last ``OBSERVED_TOKENS`` read in each
+    full-attention layer (``_read_shares``; SnapKV's observation window, Li et al., 2024).
+
+    A hook on each attention module recomputes the weights of those few queries from the module's
+    own inputs (``_attention_weights``), so the pass keeps its own attention implementation. Sliding
+    layers are left out: their cache keeps only the window, and what they read is the recent text
+    that the recompute's recent share covers anyway.
+    """
+    seq_len = shares.shape[-1]
+    count = min(OBSERVED_TOKENS, seq_len - 1)
+    query_positions = torch.arange(seq_len - count, seq_len)[:, None]
+    causal = (torch.arange(seq_len) <= query_positions)[None, None].to(lm.device)
+
+    def record(module, args, kwargs, output) -> None:
+        layer = model_cache.layers[module.layer_idx]
+        if count <= 0 or layer.keys.shape[-2] != seq_len:
+            return
+        cos, sin = kwargs["position_embeddings"]
+        tail = {
+            "hidden_states": kwargs["hidden_states"][:, -count:],
+            "position_embeddings": (cos[:, -count:], sin[:, -count:]),
+            "attention_mask": causal,
+        }
+        shares.add_(_read_shares(_attention_weights(module, tail, layer), seq_len))
+
+    decoder_layers = lm.model.get_decoder().layers
+    hooks = [layer.self_attn.register_forward_hook(record, with_kwargs=True) for layer in decoder_layers]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 SURPRISAL_CHUNK = 256  # positions per LM-head call: [256, vocab] logits at a time, not [T, vocab]
@@ -279,8 +326,7 @@ def attention_to_cache(lm: LoadedModel, cache: KVCache, query_ids: torch.Tensor)
 
     def record(module, args, kwargs, output) -> None:
         weights = _attention_weights(module, kwargs, model_cache.layers[module.layer_idx])
-        read = weights[..., 1:seq_len].sum((0, 1, 2)).float().cpu()  # over batch, heads, queries
-        shares[1:] += read / read.sum().clamp_min(1e-12)
+        shares.add_(_read_shares(weights, seq_len).sum(0))
 
     decoder = lm.model.get_decoder()
     hooks = [layer.self_attn.register_forward_hook(record, with_kwargs=True) for layer in decoder.layers]
@@ -295,6 +341,16 @@ def attention_to_cache(lm: LoadedModel, cache: KVCache, query_ids: torch.Tensor)
     finally:
         for hook in hooks:
             hook.remove()
+    return shares
+
+
+def _read_shares(weights: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """``[B, seq_len]``: each position's share of what the queries of ``weights [B, H, m, S]`` (all heads)
+    read of positions ``1..seq_len-1``. Position 0, the attention sink, takes much of the attention
+    and says nothing about the context: it gets 0."""
+    read = weights[..., 1:seq_len].float().sum((1, 2)).cpu()
+    shares = torch.zeros(read.shape[0], seq_len)
+    shares[:, 1:] = read / read.sum(-1, keepdim=True).clamp_min(1e-12)
     return shares
 
 

@@ -8,7 +8,7 @@ Blob layout (all integers little-endian)::
 
     offset  size  field
     0       6     MAGIC = b"MOTKV\\x00"
-    6       2     schema version, uint16 (currently 2; version 1 had no "surprisal")
+    6       2     schema version, uint16 (currently 3; version 2 had no "tail_attention", 1 no "surprisal")
     8       4     header_len, uint32: length of the msgpack header that follows
     12      16    checksum: xxhash.xxh3_128(header bytes + payload bytes).digest()
     28      H     header: one msgpack map (H = header_len)
@@ -25,6 +25,7 @@ The header is a msgpack map with exactly these keys::
     "rope_applied": bool
     "token_ids":    [batch, seq_len]
     "surprisal":    bool: whether the per-token surprisal buffer follows the token ids
+    "tail_attention": bool: whether the per-token tail-attention buffer follows (after the surprisal)
     "layers":       [[key_shape, value_shape], ...], one entry per layer, each shape
                     [batch, kv_heads, kept_len, head_dim] (value head_dim may differ)
     "buffers":      [[offset, length], ...], one entry per payload buffer, offsets relative to
@@ -34,7 +35,8 @@ Payload buffers, in order:
 
 1. token ids: int32, ``batch * seq_len`` values.
 2. only if "surprisal": float32, ``batch * seq_len`` values (``KVCache.surprisal``).
-3. for each layer: the keys, then the values. For float storage each is the tensor in the
+3. only if "tail_attention": float32, ``batch * seq_len`` values (``KVCache.tail_attention``).
+4. for each layer: the keys, then the values. For float storage each is the tensor in the
    storage dtype (bfloat16 as its raw 16-bit pattern). For int8 storage each tensor is
    followed by its scales: the int8 tensor ``q``, then float32 scales of shape
    ``[batch, kv_heads, head_dim]`` (that tensor's head_dim); ``x ~= q * scale`` where, per
@@ -61,10 +63,10 @@ import torch
 import xxhash
 
 from mot_core.errors import CodecError, FingerprintMismatchError
-from mot_core.kv_cache import KVCache
+from mot_core.kv_cache import PER_TOKEN, KVCache
 
 MAGIC = b"MOTKV\x00"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_BLOB_BYTES = 4 << 30  # 4 GiB: far above any single cache we ship, small enough to refuse junk
 MAX_HEADER_BYTES = 1 << 20  # ~20 bytes per layer in practice; 1 MiB leaves room for 16k layers
 MAX_LAYERS = 1 << 14
@@ -81,11 +83,11 @@ _STORAGE = {
     "int8": torch.int8,
 }
 _HEADER_KEYS = frozenset(
-    {"version", "fingerprint", "dtype", "rope_applied", "token_ids", "surprisal", "layers", "buffers"}
+    {"version", "fingerprint", "dtype", "rope_applied", "token_ids", *PER_TOKEN, "layers", "buffers"}
 )
 _TOKEN_ITEMSIZE = 4  # int32
 _SCALE_ITEMSIZE = 4  # float32
-_SURPRISAL_ITEMSIZE = 4  # float32
+_PER_TOKEN_ITEMSIZE = 4  # float32
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class _Header:
     dtype: str
     rope_applied: bool
     token_shape: tuple[int, int]
-    has_surprisal: bool
+    per_token: tuple[str, ...]  # the PER_TOKEN buffers present, in payload order
     layers: list[tuple[tuple[int, ...], tuple[int, ...]]]
     buffers: list[tuple[int, int]]
     payload_len: int
@@ -157,8 +159,10 @@ def _check_cache(cache: KVCache) -> None:
         raise TypeError(f"token_ids must be an integer tensor, got {tok.dtype}")
     if tok.numel() and (int(tok.min()) < -(1 << 31) or int(tok.max()) >= 1 << 31):
         raise ValueError("token ids do not fit in int32")
-    if cache.surprisal is not None and not bool(torch.isfinite(cache.surprisal).all()):
-        raise ValueError("surprisal must be finite floats")
+    for name in PER_TOKEN:
+        per_token = getattr(cache, name)
+        if per_token is not None and not bool(torch.isfinite(per_token).all()):
+            raise ValueError(f"{name} must be finite floats")
     for t in (*cache.keys, *cache.values):
         if not t.is_floating_point():
             raise TypeError(f"keys/values must be floating point, got {t.dtype}")
@@ -170,8 +174,9 @@ def encode(cache: KVCache, dtype: str | torch.dtype = "bfloat16") -> bytes:
     _check_cache(cache)
     storage = _STORAGE[name]
     parts: list[memoryview] = [_as_bytes(_owned(cache.token_ids, torch.int32))]
-    if cache.surprisal is not None:
-        parts.append(_as_bytes(_owned(cache.surprisal, torch.float32)))
+    for per_token in (getattr(cache, note) for note in PER_TOKEN):
+        if per_token is not None:
+            parts.append(_as_bytes(_owned(per_token, torch.float32)))
     layers = []
     for k, v in zip(cache.keys, cache.values, strict=True):
         layers.append([list(k.shape), list(v.shape)])
@@ -192,7 +197,7 @@ def encode(cache: KVCache, dtype: str | torch.dtype = "bfloat16") -> bytes:
             "dtype": name,
             "rope_applied": cache.rope_applied,
             "token_ids": list(cache.token_ids.shape),
-            "surprisal": cache.surprisal is not None,
+            **{note: getattr(cache, note) is not None for note in PER_TOKEN},
             "layers": layers,
             "buffers": buffers,
         }
@@ -248,12 +253,11 @@ def _numel(shape: Sequence[int]) -> int:
     return n
 
 
-def _expected_lengths(dtype: str, token_shape: tuple[int, int], has_surprisal: bool, layers: list) -> list[int]:
+def _expected_lengths(dtype: str, token_shape: tuple[int, int], per_token: tuple[str, ...], layers: list) -> list[int]:
     """Byte length of every payload buffer, in payload order, implied by the shapes."""
     itemsize = _STORAGE[dtype].itemsize
     lengths = [_numel(token_shape) * _TOKEN_ITEMSIZE]
-    if has_surprisal:
-        lengths.append(_numel(token_shape) * _SURPRISAL_ITEMSIZE)
+    lengths += [_numel(token_shape) * _PER_TOKEN_ITEMSIZE] * len(per_token)
     for kv in layers:
         for shape in kv:
             lengths.append(_numel(shape) * itemsize)
@@ -279,7 +283,7 @@ def _parse_header(raw: memoryview) -> _Header:
         raise CodecError(f"corrupt header: unknown storage dtype {dtype!r}")
     rope_applied = _field(header, "rope_applied", bool)
     batch, seq_len = token_shape = _shape(header["token_ids"], 2, "token_ids shape")
-    has_surprisal = _field(header, "surprisal", bool)
+    per_token = tuple(name for name in PER_TOKEN if _field(header, name, bool))
 
     raw_layers = _field(header, "layers", list)
     if len(raw_layers) > MAX_LAYERS:
@@ -296,7 +300,7 @@ def _parse_header(raw: memoryview) -> _Header:
         layers.append((k, v))
 
     raw_buffers = _field(header, "buffers", list)
-    expected = _expected_lengths(dtype, token_shape, has_surprisal, layers)
+    expected = _expected_lengths(dtype, token_shape, per_token, layers)
     if len(raw_buffers) != len(expected):
         raise CodecError(f"corrupt header: {len(raw_buffers)} buffers listed, shapes imply {len(expected)}")
     buffers, end = [], 0
@@ -309,7 +313,7 @@ def _parse_header(raw: memoryview) -> _Header:
         end += length
         if end > MAX_BLOB_BYTES:
             raise CodecError(f"corrupt header: payload exceeds the {MAX_BLOB_BYTES}-byte limit")
-    return _Header(fingerprint, dtype, rope_applied, token_shape, has_surprisal, layers, buffers, end)
+    return _Header(fingerprint, dtype, rope_applied, token_shape, per_token, layers, buffers, end)
 
 
 def _bytes_view(blob: bytes | bytearray | memoryview) -> memoryview:
@@ -388,9 +392,10 @@ def decode(
 
     storage = _STORAGE[header.dtype]
     token_ids = next_tensor(torch.int32, header.token_shape).to(torch.int64)
-    surprisal = next_tensor(torch.float32, header.token_shape) if header.has_surprisal else None
-    if surprisal is not None and not bool(torch.isfinite(surprisal).all()):
-        raise CodecError("corrupt payload: surprisal must be finite")
+    per_token = {name: next_tensor(torch.float32, header.token_shape) for name in header.per_token}
+    for name, values in per_token.items():
+        if not bool(torch.isfinite(values).all()):
+            raise CodecError(f"corrupt payload: {name} must be finite")
     keys, values = [], []
     for shapes in header.layers:
         for shape, out in zip(shapes, (keys, values), strict=True):
@@ -403,7 +408,7 @@ def decode(
                 t = torch.mul(t, scale)  # int8 * float32 promotes to float32 in one pass
             out.append(t if dtype is None else t.to(dtype))
     try:
-        return KVCache(keys, values, token_ids, header.fingerprint, header.rope_applied, surprisal)
+        return KVCache(keys, values, token_ids, header.fingerprint, header.rope_applied, **per_token)
     except ValueError as exc:  # unreachable after _parse_header; kept so decode only raises CodecError
         raise CodecError(f"corrupt header: {exc}") from exc
 
@@ -423,7 +428,7 @@ def peek_header(blob: bytes | bytearray | memoryview) -> dict[str, Any]:
         "batch": header.token_shape[0],
         "num_layers": len(header.layers),
         "seq_len": header.token_shape[1],
-        "surprisal": header.has_surprisal,
+        **{name: name in header.per_token for name in PER_TOKEN},
         "nbytes": len(mv),
     }
 

@@ -226,7 +226,7 @@ def time_translation(
     """
     target_ids = prepared.alignment.target_ids
     keep = max(1, len(target_ids) - translator.card.native_tail)
-    native_ids, tail_ids = torch.tensor([target_ids[:keep]]), torch.tensor([target_ids[keep:]])
+    native_ids = torch.tensor([target_ids[:keep]])
     native_s = min(timed_runs(lambda: prefill(target, native_ids), repeats))
 
     def translate(variant: Variant) -> None:
@@ -243,7 +243,7 @@ def time_translation(
         if variant.point is None:
             cache = replace_head(target, result.cache)
         else:  # the head is recomputed in the same pass
-            cache = blend(target, result.cache, variant.point, tail_ids=tail_ids)
+            cache = blend(target, result.cache, variant.point)
         to_model_cache(target, cache)
 
     return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
@@ -293,8 +293,8 @@ def evaluate(
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
     ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
-    translation, with ``recent`` of the context from its end, ``attended`` read most by its native
-    tail, and the rest by ``selection``); each
+    translation, with ``recent`` of the context from its end, ``attended`` read most by its last
+    tokens as the source saw them, and the rest by ``selection``); each
     fraction of ``sweep`` adds a ``recompute@f`` condition and its timing, and ``ablations`` the
     simpler selections at the operating point. Samples already in the ``journal`` are not scored
     again; each newly scored one is added to it as soon as it is done. Without ``score``, nothing
@@ -482,8 +482,8 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
         f"# Translator evaluation: {meta.get('source')} -> {meta.get('target')}",
         "",
         f"Operating point: recompute fraction {meta.get('recompute')} (None: pure translation), "
-        f"of which the context's last {meta.get('recent', 0.0)} (`recent`) and the share its native tail reads "
-        f"most {meta.get('attended', 0.0)} (`attended`). "
+        f"of which the context's last {meta.get('recent', 0.0)} (`recent`) and the share its last tokens read "
+        f"most in the source prefill {meta.get('attended', 0.0)} (`attended`). "
         "cost = translation incl. recompute / native prefill, same samples, same run "
         f"(per sample, each the fastest of {TIMING_REPEATS} back-to-back runs; median over samples).",
         "",

@@ -14,6 +14,8 @@ import torch
 
 from mot_core.errors import FingerprintMismatchError
 
+PER_TOKEN = ("surprisal", "tail_attention")  # the optional per-token notes below, in codec payload order
+
 
 @dataclass
 class KVCache:
@@ -26,6 +28,10 @@ class KVCache:
     # (0 for the first). The tokens that surprised it carry the facts; the target recomputes those
     # first (recompute.blend). None where unknown.
     surprisal: torch.Tensor | None = None
+    # [batch, seq_len] float32: how much the context's last tokens read each position under the
+    # model that read the context (cache_ops.tail_attention; 0 for the first). A continuation reads
+    # what they read; the target recomputes those positions too (recompute.blend). None where unknown.
+    tail_attention: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if len(self.keys) != len(self.values):
@@ -41,10 +47,12 @@ class KVCache:
                 raise ValueError(f"layer {layer}: batch {k.shape[0]} != token batch {self.token_ids.shape[0]}")
             if k.shape[2] > self.seq_len:
                 raise ValueError(f"layer {layer}: holds {k.shape[2]} positions but seq_len is {self.seq_len}")
-        if self.surprisal is not None and self.surprisal.shape != self.token_ids.shape:
-            raise ValueError(
-                f"surprisal shape {tuple(self.surprisal.shape)} != token_ids shape {tuple(self.token_ids.shape)}"
-            )
+        for name in PER_TOKEN:
+            per_token = getattr(self, name)
+            if per_token is not None and per_token.shape != self.token_ids.shape:
+                raise ValueError(
+                    f"{name} shape {tuple(per_token.shape)} != token_ids shape {tuple(self.token_ids.shape)}"
+                )
 
     @property
     def num_layers(self) -> int:

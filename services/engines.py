@@ -63,9 +63,9 @@ WARM_UP_TEXT = "On 5 March Ada Lovelace read the first page of the report aloud.
 
 
 def _zero_cache(spec: ArchSpec, token_ids: torch.Tensor, fingerprint: str) -> KVCache:
-    """Zeros in every position of every layer (surprisal too): what ``warm_up`` runs paths on."""
-    rows = zero_rows(spec, token_ids.shape[-1])
-    return rows_to_cache(rows, spec, token_ids, fingerprint, all_positions=True, surprisal=torch.zeros(token_ids.shape))
+    """Zeros in every position of every layer (the source's notes too): what ``warm_up`` runs paths on."""
+    rows, zeros = zero_rows(spec, token_ids.shape[-1]), torch.zeros(token_ids.shape)
+    return rows_to_cache(rows, spec, token_ids, fingerprint, all_positions=True, surprisal=zeros, tail_attention=zeros)
 
 
 def resolve_translator_path(name: str) -> Path:
@@ -131,7 +131,7 @@ class SourceEngine:
         """Seconds to run the prefill once on a short text, writing nothing: the first request
         should not pay for the first forward pass (allocator pages, kernel set-up)."""
         started = time.perf_counter()
-        prefill(self.lm, self.lm.tokenizer(WARM_UP_TEXT, return_tensors="pt")["input_ids"], surprisal=True)
+        prefill(self.lm, self.lm.tokenizer(WARM_UP_TEXT, return_tensors="pt")["input_ids"], for_targets=True)
         return time.perf_counter() - started
 
     def put_context(self, text: str) -> dict:
@@ -154,7 +154,7 @@ class SourceEngine:
             raise InvalidArgumentError(
                 f"context has {ids.shape[-1]} tokens; the limit is {self.limits.max_context_tokens}"
             )
-        cache, _ = prefill(self.lm, ids, surprisal=True)  # the targets' recompute picks tokens by it
+        cache, _ = prefill(self.lm, ids, for_targets=True)  # the targets' recompute picks tokens by it
         blob = codec.encode(cache, self.store_config.storage_dtype)
         self.store.put(text_key(ctx), text.encode("utf-8"))
         self.store.put(key, blob)
@@ -168,7 +168,7 @@ class SourceEngine:
             return blob
         text = read_context_text(self.store, ctx, known_text)
         log.info("source cache of %s missing; prefilling again", ctx[:12])
-        cache, _ = prefill(self.lm, self.lm.tokenizer(text, return_tensors="pt")["input_ids"], surprisal=True)
+        cache, _ = prefill(self.lm, self.lm.tokenizer(text, return_tensors="pt")["input_ids"], for_targets=True)
         blob = codec.encode(cache, self.store_config.storage_dtype)
         self.store.put(key, blob)
         return blob
@@ -415,7 +415,7 @@ class TargetEngine:
         cache, _ = prefill(self.lm, context)
         if self.point is not None:
             zeros = _zero_cache(self.lm.spec, context, self.lm.fingerprint.id)
-            cache = trim_to_windows(blend(self.lm, zeros, self.point, tail_ids=suffix), self.lm.spec)
+            cache = trim_to_windows(blend(self.lm, zeros, self.point), self.lm.spec)
         else:
             cache = replace_head(self.lm, cache)
         for _ in stream_generate(self.lm, to_model_cache(self.lm, cache), suffix, Sampling(max_new_tokens=2)):
@@ -455,14 +455,14 @@ class TargetEngine:
             deadline.check("recompute")
             laps = Laps()
             with laps("recompute"):
-                blended = blend(self.lm, translated, point, tail_ids=ids[:, translated.seq_len :])
+                blended = blend(self.lm, translated, point)
             with laps("encode+store"):
                 blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
                 self.store.put(key, blob)
             self.on_stored(len(blob))
             with laps("decode"):
                 cache = codec.decode(blob, expected_fingerprint=self.lm.fingerprint.id, dtype=torch.float32)  # = a hit
-            attended = f"{100 * point.attended:.0f}% that its end reads, " if point.attended else ""
+            attended = f"{100 * point.attended:.0f}% that the source saw its end read, " if point.attended else ""
             log.info(
                 "recomputed %.0f%% of %s natively (its last %.0f%%, %sthe rest by %s) in %.3f s (%s)",
                 100 * point.fraction,

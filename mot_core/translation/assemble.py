@@ -17,13 +17,14 @@ def rows_to_cache(
     *,
     all_positions: bool = False,
     surprisal: torch.Tensor | None = None,
+    tail_attention: torch.Tensor | None = None,
 ) -> KVCache:
     """``rows [T, L_t, 2*H*D]`` (pre-RoPE) -> post-RoPE cache at positions ``0..T-1``.
 
     Sliding-window layers keep only the positions the target itself would keep, so translation
     never computes what the target would throw away; ``all_positions`` keeps every position
-    (for selective recompute, which trims afterwards). ``surprisal`` (per target token, at least
-    ``T`` of them) is the source's, carried over for the target's recompute.
+    (for selective recompute, which trims afterwards). ``surprisal`` and ``tail_attention`` (per
+    target token, at least ``T`` of them) are the source's, carried over for the target's recompute.
     """
     seq_len, heads, dim = rows.shape[0], spec.num_kv_heads, spec.head_dim
     keys, values = [], []
@@ -33,8 +34,11 @@ def rows_to_cache(
         kv = rows[seq_len - kept :, layer].reshape(kept, heads, 2, dim).permute(2, 1, 0, 3)
         keys.append(kv[0][None].contiguous())
         values.append(kv[1][None].contiguous())
-    per_token = None if surprisal is None else surprisal.reshape(1, -1)[:, :seq_len].float()
-    pre_rope = KVCache(keys, values, token_ids.reshape(1, -1), fingerprint, rope_applied=False, surprisal=per_token)
+    per_token = {
+        name: None if values is None else values.reshape(1, -1)[:, :seq_len].float()
+        for name, values in (("surprisal", surprisal), ("tail_attention", tail_attention))
+    }
+    pre_rope = KVCache(keys, values, token_ids.reshape(1, -1), fingerprint, rope_applied=False, **per_token)
     return rerotate(pre_rope, spec)
 
 

@@ -20,13 +20,13 @@ from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, first_layer_rows, kv_rows
 from mot_core.translation.recompute import OperatingPoint, blend
 from mot_core.translation.samples import Sample
-from mot_core.translation.translator import CacheTranslator
+from mot_core.translation.translator import CacheTranslator, source_notes
 
 
 @dataclass
 class PreparedSample:
     alignment: Alignment
-    source_cache: KVCache  # the source's own cache of the context, with its surprisal
+    source_cache: KVCache  # the source's own cache of the context, with its notes for targets
     aligned_rows: torch.Tensor  # [T_t, L_s, F_s] source rows aligned onto target tokens
     target_ids: torch.Tensor  # [1, T_t] target tokens of the context
     continuation_ids: torch.Tensor  # [1, n] target tokens scored
@@ -41,9 +41,14 @@ class PreparedSample:
         return self.target_ids[:, self.keep :]
 
     @property
+    def notes(self) -> dict[str, torch.Tensor | None]:
+        """The source's surprisal and tail attention at each target token ``[T_t]`` (``source_notes``,
+        as ``CacheTranslator.translate`` maps them)."""
+        return source_notes(self.source_cache, self.alignment)
+
+    @property
     def surprisal(self) -> torch.Tensor:
-        """``[T_t]`` the source's surprisal at each target token (as ``CacheTranslator.translate`` maps it)."""
-        return self.alignment.overlap_max(self.source_cache.surprisal[0])
+        return self.notes["surprisal"]
 
 
 @torch.no_grad()
@@ -51,7 +56,7 @@ def prepare(
     source: LoadedModel, target: LoadedModel, sample: Sample, continuation_tokens: int, native_tail: int
 ) -> PreparedSample:
     alignment = align(source.tokenizer, target.tokenizer, sample.context, causal=True)
-    source_cache, _ = prefill(source, alignment.source_ids, surprisal=True)
+    source_cache, _ = prefill(source, alignment.source_ids, for_targets=True)
     aligned = align_rows(kv_rows(source_cache, source.spec), alignment.to_sparse())
     target_ids = torch.tensor([alignment.target_ids])
     cont = target.tokenizer(sample.continuation, add_special_tokens=False, return_tensors="pt")["input_ids"]
@@ -106,12 +111,10 @@ def translated_cache(
     rows = translator.inference_rows(aligned, all_positions=blended, first_layer=first_layer)
     rows[0] = prepared.head_rows  # the native head, as in translated_rows
     ids = prepared.target_ids[:, : prepared.keep]
-    cache = rows_to_cache(
-        rows, target.spec, ids, target.fingerprint.id, all_positions=blended, surprisal=prepared.surprisal
-    )
+    cache = rows_to_cache(rows, target.spec, ids, target.fingerprint.id, all_positions=blended, **prepared.notes)
     if not blended:
         return cache
-    return blend(target, cache, point, tail_ids=prepared.tail_ids)
+    return blend(target, cache, point)
 
 
 def operating_point_cache(translator: CacheTranslator, prepared: PreparedSample, target: LoadedModel) -> KVCache:
@@ -140,9 +143,9 @@ def blended_cache(target: LoadedModel, rows: torch.Tensor, prepared: PreparedSam
         prepared.target_ids[:, :keep],
         target.fingerprint.id,
         all_positions=True,
-        surprisal=prepared.surprisal,
+        **prepared.notes,
     )
-    return blend(target, cache, point, tail_ids=prepared.tail_ids, grad=True)
+    return blend(target, cache, point, grad=True)
 
 
 def continuation_logits(

@@ -47,11 +47,14 @@ out of Gemma-3's 10% raised NLL retention from 0.690 to 0.903 and lowered QA ret
 to 0.308.
 
 Another share can go to the positions the context's end reads (``attended``, the card's
-``recompute_attended``): the target runs its native tail (the context's last tokens, which it
-computes itself anyway) over the translated cache, and the positions those tokens attend to most
-are recomputed (``most_attended``; the observation window of SnapKV, Li et al., 2024). Out of the
-training register the translated rows are wrong nearly everywhere, and these are the ones a
-continuation will read (reports/experiments/attended-recompute).
+``recompute_attended``): the positions the context's last tokens attended to most when the source
+model read it (``KVCache.tail_attention``, recorded in the source prefill and carried over like the
+surprisal; the observation window of SnapKV, Li et al., 2024). What a context's end reads is what
+its continuation will read, and out of the training register the translated rows are wrong nearly
+everywhere: these are the rows worth getting right. The observation costs the target nothing (the
+source has read the context anyway); it picks 4 in 10 of the positions the target's own tail would
+read over the translated cache, a pass that costs ~0.05x of a prefill, and buys most of what those
+buy (reports/experiments/attended-recompute).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from mot_core.cache_ops import attention_to_cache, first_layer_kv, recompute_positions, replace_head
+from mot_core.cache_ops import first_layer_kv, recompute_positions
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 
@@ -74,8 +77,8 @@ NAME_BONUS = 3.0  # surprisal (nats) added to the tokens of capitalised and nume
 class OperatingPoint:
     """A setting of the quality knob: ``fraction`` of the context's tokens the target recomputes
     itself over a translated cache (``blend``); of them, the context's last ``recent`` (a share of
-    the context) and the ``attended`` share its native tail reads most (``most_attended``); the rest
-    chosen by ``selection``. A translator's card names the one it ships with
+    the context) and the ``attended`` share its last tokens read most (``KVCache.tail_attention``);
+    the rest chosen by ``selection``. A translator's card names the one it ships with
     (``TranslatorCard.operating_point``)."""
 
     fraction: float
@@ -215,15 +218,13 @@ def blend(
     cache: KVCache,
     point: OperatingPoint,
     *,
-    tail_ids: torch.Tensor | None = None,
     seed: int = 0,
     exact_first_layer: bool = False,
     grad: bool = False,
 ) -> KVCache:
     """``point.fraction`` of the tokens recomputed natively over the rest of the translated
-    ``cache``: the last ``point.recent`` of the context, the ``point.attended`` share its native tail
-    reads most (``most_attended``: ``tail_ids [1, m]`` are the context's tokens after the cache),
-    and the rest by ``point.selection`` (``select_positions``).
+    ``cache``: the last ``point.recent`` of the context, the ``point.attended`` share its last tokens
+    read most (``cache.tail_attention``), and the rest by ``point.selection`` (``select_positions``).
 
     Position 0 (the head: BOS or the context's first token, the attention sink) is recomputed in
     the same pass, on top of the budget: it attends only to itself, so its rows come out the
@@ -233,13 +234,16 @@ def blend(
 
     ``cache`` holds every position in every layer (``all_positions``); the result has the same
     layout (``to_model_cache`` or ``trim_to_windows`` drop what sliding layers do not keep).
-    ``selection="phrases"``, ``"words"`` and ``"surprisal"`` need ``cache.surprisal`` (the source
-    prefill's, ``prefill(surprisal=True)``). ``grad``: differentiable in the cache (``recompute_positions``).
+    ``selection="phrases"``, ``"words"`` and ``"surprisal"`` need ``cache.surprisal``, an attended
+    share ``cache.tail_attention`` (the source prefill's, ``prefill(for_targets=True)``). ``grad``:
+    differentiable in the cache (``recompute_positions``).
     """
     fraction, selection, recent, attended = point.fraction, point.selection, point.recent, point.attended
     by_surprisal = selection in (*GROUPED, "surprisal")
     if by_surprisal and cache.surprisal is None:
         raise ValueError(f"{selection} selection needs the source's per-token surprisal in the cache")
+    if attended and cache.tail_attention is None:
+        raise ValueError("an attended share needs the source's tail attention in the cache")
     scores = cache.surprisal[0] if by_surprisal else torch.zeros(cache.seq_len)
     words = None
     if selection == "words":
@@ -256,27 +260,21 @@ def blend(
             keys, values = list(cache.keys), list(cache.values)
             keys[0], values[0] = native_keys.to(keys[0].dtype).cpu(), native_values.to(values[0].dtype).cpu()
             cache = replace(cache, keys=keys, values=values)
-    if attended and (tail_ids is None or tail_ids.shape[-1] == 0):
-        raise ValueError("an attended share needs the context's tokens after the cache (tail_ids, a native tail)")
     positions = select_positions(
         scores, fraction - attended, selection=selection, seed=seed, words=words, recent=recent
     )
     if attended:
         count = min(round(fraction * cache.seq_len), cache.seq_len - 1) - positions.numel()
-        observed = replace_head(target, cache)  # the tail reads the context through the native sink
-        positions = torch.cat((positions, most_attended(target, observed, tail_ids, count, taken=positions)))
+        positions = torch.cat((positions, most_attended(cache.tail_attention[0], count, taken=positions)))
     head = torch.zeros(1, dtype=torch.long)
     return recompute_positions(target, cache, torch.cat((head, positions)), grad=grad)
 
 
-def most_attended(
-    target: LoadedModel, cache: KVCache, tail_ids: torch.Tensor, count: int, *, taken: torch.Tensor
-) -> torch.Tensor:
-    """The ``count`` positions (position 0 and ``taken`` aside) that the tokens after ``cache`` attend
-    to most (``cache_ops.attention_to_cache``), over the cache as it stands."""
+def most_attended(tail_attention: torch.Tensor, count: int, *, taken: torch.Tensor) -> torch.Tensor:
+    """The ``count`` positions (position 0 and ``taken`` aside) with the most ``tail_attention [T]``."""
     if count <= 0:
         return torch.zeros(0, dtype=torch.long)
-    shares = attention_to_cache(target, cache, tail_ids)
+    shares = tail_attention.clone()
     shares[0] = -torch.inf
     shares[taken] = -torch.inf
-    return shares.topk(min(count, cache.seq_len - 1 - taken.numel())).indices
+    return shares.topk(min(count, shares.numel() - 1 - taken.numel())).indices

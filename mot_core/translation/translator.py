@@ -25,11 +25,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from mot_core.alignment import align
+from mot_core.alignment import Alignment, align
 from mot_core.arch import ArchSpec
 from mot_core.codec import quantise_int8
 from mot_core.errors import FingerprintMismatchError, MotError
-from mot_core.kv_cache import KVCache
+from mot_core.kv_cache import PER_TOKEN, KVCache
 from mot_core.loading import FirstLayer, LoadedModel
 from mot_core.translation.assemble import rows_to_cache
 from mot_core.translation.features import align_rows, first_layer_rows, kv_rows
@@ -58,7 +58,8 @@ class TranslatorCard:
     # how the rest of the fraction is chosen (recompute.SELECTIONS); cards written before the
     # choice existed were measured with the default
     recompute_selection: str = DEFAULT_SELECTION
-    # of that fraction, the share the context's native tail reads most (recompute.most_attended)
+    # of that fraction, the share the context's last tokens read most when the source read it
+    # (KVCache.tail_attention, recompute.most_attended)
     recompute_attended: float = 0.0
     config: dict[str, Any] = field(default_factory=dict)  # constructor arguments of the module
     recipe: dict[str, Any] = field(default_factory=dict)  # how it was trained (data, steps, seed, ...)
@@ -67,17 +68,12 @@ class TranslatorCard:
 
     def __post_init__(self) -> None:
         try:
-            point = self.operating_point
+            _ = self.operating_point  # raises ValueError on shares that do not fit
         except ValueError as e:
             raise MotError(
                 f"translator card {self.source_model}->{self.target_model}: its operating point (recompute_fraction, "
                 f"recompute_selection, recompute_recent, recompute_attended): {e}"
             ) from None
-        if point is not None and point.attended and self.native_tail < 1:
-            raise MotError(
-                f"translator card {self.source_model}->{self.target_model}: recompute_attended needs a native "
-                "tail (the tokens whose attention chooses the positions)"
-            )
 
     @property
     def operating_point(self) -> OperatingPoint | None:
@@ -106,6 +102,16 @@ class TranslatorCard:
             native_tail,
             config={**shape, **config},
         )
+
+
+def source_notes(source_cache: KVCache, alignment: Alignment) -> dict[str, torch.Tensor | None]:
+    """The source prefill's per-token notes (``prefill(for_targets=True)``: surprisal, tail attention)
+    at each target token: the largest over the source tokens it overlaps, so a target token that
+    shares a character with a surprising or much-read source token is one too."""
+    return {
+        name: None if getattr(source_cache, name) is None else alignment.overlap_max(getattr(source_cache, name)[0])
+        for name in PER_TOKEN
+    }
 
 
 @dataclass
@@ -215,14 +221,13 @@ class CacheTranslator(nn.Module):
         # only the cached tokens: a sliding layer's window ends at the last of them, not at the tail's end
         rows = self.inference_rows(aligned[:keep].to(device), all_positions=all_positions, first_layer=first_layer)
         rows = rows.cpu()
-        surprisal = None if source_cache.surprisal is None else alignment.overlap_max(source_cache.surprisal[0])
         cache = rows_to_cache(
             rows,
             target_spec,
             target_ids[:, :keep],
             self.card.target_fingerprint,
             all_positions=all_positions,
-            surprisal=surprisal,
+            **source_notes(source_cache, alignment),
         )
         return TranslationResult(cache, target_ids)
 

@@ -24,7 +24,7 @@ def cache_prefill(
     from mot_core.roundtrip import context_token_ids
 
     lm = load_model(model)
-    cache, _ = prefill(lm, context_token_ids(lm, text_file.read_text(encoding="utf-8"), max_tokens), surprisal=True)
+    cache, _ = prefill(lm, context_token_ids(lm, text_file.read_text(encoding="utf-8"), max_tokens), for_targets=True)
     blob = codec.encode(cache, dtype)
     out.write_bytes(blob)
     typer.echo(f"{out}: {cache.seq_len} tokens, {len(blob) / 1e6:.2f} MB ({dtype}), model {lm.fingerprint.id}")

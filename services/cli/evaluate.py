@@ -54,7 +54,7 @@ def evaluate(
             min=0.0,
             max=1.0,
             help="Of the recompute fraction, the share of the context its last tokens read most (their attention "
-            "over the translated cache) instead of by the selection (default: the card's recompute_attended).",
+            "when the source read the context) instead of by the selection (default: the card's recompute_attended).",
         ),
     ] = None,
     sweep: Annotated[
@@ -129,8 +129,6 @@ def evaluate(
     recent = translator.card.recompute_recent if recent is None else recent
     selection = selection or translator.card.recompute_selection
     attended = translator.card.recompute_attended if attended is None else attended
-    if attended and translator.card.native_tail < 1:
-        raise typer.BadParameter("--attended needs a translator with a native tail (its tokens choose the positions)")
     knob = {"operating_point": operating_point, "recent": recent, "selection": selection}
     if attended:  # journals written before the share existed are runs without it
         knob["attended"] = attended

@@ -63,7 +63,9 @@ def train(
     recompute_attended: Annotated[
         float,
         typer.Option(
-            min=0.0, max=1.0, help="Of --recompute, the share the context's last tokens read most (their attention)."
+            min=0.0,
+            max=1.0,
+            help="Of --recompute, the share the context's last tokens read most (as the source saw it).",
         ),
     ] = 0.0,
     recompute_selection: Annotated[

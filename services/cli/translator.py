@@ -39,7 +39,11 @@ def translator_set(
     ] = None,
     recompute_attended: Annotated[
         float | None,
-        typer.Option(min=0.0, max=1.0, help="Of --recompute, the share the context's last tokens read most."),
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Of --recompute, the share the context's last tokens read most (as the source saw it).",
+        ),
     ] = None,
     recompute_selection: Annotated[
         str | None, typer.Option(help="How the rest of --recompute is chosen: phrases, words, surprisal, ...")

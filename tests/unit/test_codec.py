@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from mot_core.codec import (
     MAGIC,
+    PER_TOKEN,
     PREFIX_BYTES,
     SCHEMA_VERSION,
     decode,
@@ -158,7 +159,7 @@ def test_zero_layers() -> None:
 def test_peek_header() -> None:
     blob = encode(make_cache(*SHAPES["hd256_batch2"]), "float16")
     assert peek_header(blob) == {
-        "version": 2,
+        "version": 3,
         "fingerprint": FP,
         "dtype": "float16",
         "rope_applied": False,
@@ -166,6 +167,7 @@ def test_peek_header() -> None:
         "num_layers": 3,
         "seq_len": 9,
         "surprisal": False,
+        "tail_attention": False,
         "nbytes": len(blob),
     }
     with pytest.raises(CodecError, match="checksum"):
@@ -173,26 +175,36 @@ def test_peek_header() -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_surprisal_round_trips_exactly_in_every_storage_dtype(dtype: str) -> None:
+@pytest.mark.parametrize("present", [("surprisal",), ("tail_attention",), PER_TOKEN])
+def test_per_token_notes_round_trip_exactly_in_every_storage_dtype(dtype: str, present: tuple[str, ...]) -> None:
     cache = make_cache(*SHAPES["hd256_batch2"])
-    cache.surprisal = torch.rand(cache.token_ids.shape, generator=torch.Generator().manual_seed(3)) * 12
+    for seed, name in enumerate(present):
+        setattr(cache, name, torch.rand(cache.token_ids.shape, generator=torch.Generator().manual_seed(seed)) * 12)
     blob = encode(cache, dtype)
-    assert peek_header(blob)["surprisal"] is True
-    assert torch.equal(decode(blob).surprisal, cache.surprisal)  # float32 whatever the cache's dtype
-    assert decode(encode(make_cache(*SHAPES["hd256_batch2"]), dtype)).surprisal is None
+    out = decode(blob)
+    for name in PER_TOKEN:
+        assert peek_header(blob)[name] is (name in present)
+        if name in present:
+            assert torch.equal(getattr(out, name), getattr(cache, name))  # float32 whatever the cache's dtype
+        else:
+            assert getattr(out, name) is None
+    without = decode(encode(make_cache(*SHAPES["hd256_batch2"]), dtype))
+    assert all(torch.equal(a, b) for a, b in zip(out.values, without.values, strict=True))  # layers still in place
 
 
-def test_surprisal_must_be_finite() -> None:
+@pytest.mark.parametrize("name", PER_TOKEN)
+def test_per_token_notes_must_be_finite(name: str) -> None:
     cache = small_cache()
-    cache.surprisal = torch.tensor([[0.0, float("nan"), 1.0]])
-    with pytest.raises(ValueError, match="surprisal must be finite"):
+    setattr(cache, name, torch.tensor([[0.0, float("nan"), 1.0]]))
+    with pytest.raises(ValueError, match=f"{name} must be finite"):
         encode(cache)
     cache.surprisal = torch.tensor([[0.0, 2.0, 1.0]])
+    cache.tail_attention = torch.tensor([[0.0, 0.5, 0.5]])
     header, payload = split(encode(cache))
-    token_bytes = 3 * 4  # the surprisal buffer follows the int32 token ids
+    start = 3 * 4 + 3 * 4 * PER_TOKEN.index(name)  # after the int32 token ids, in PER_TOKEN order
     nan = struct.pack("<f", float("nan"))
-    forged = forge(header, payload[: token_bytes + 4] + nan + payload[token_bytes + 8 :])  # a valid checksum
-    with pytest.raises(CodecError, match="surprisal must be finite"):
+    forged = forge(header, payload[: start + 4] + nan + payload[start + 8 :])  # a valid checksum
+    with pytest.raises(CodecError, match=f"{name} must be finite"):
         decode(forged)
 
 
@@ -234,8 +246,10 @@ def test_clear_messages() -> None:
     blob = encode(small_cache())
     with pytest.raises(CodecError, match=r"bad magic"):
         decode(b"PK\x03\x04" + blob[4:])
-    with pytest.raises(CodecError, match=r"unsupported schema version 7 \(this build reads 2\)"):
+    with pytest.raises(CodecError, match=r"unsupported schema version 7 \(this build reads 3\)"):
         decode(blob[:6] + struct.pack("<H", 7) + blob[8:])
+    with pytest.raises(CodecError, match=r"unsupported schema version 2 \(this build reads 3\)"):
+        decode(blob[:6] + struct.pack("<H", 2) + blob[8:])  # the service drops such an entry and prefills again
     with pytest.raises(CodecError, match="checksum mismatch: blob is corrupted"):
         decode(blob[:-1] + bytes([blob[-1] ^ 0x40]))
     with pytest.raises(CodecError, match="truncated"):
@@ -262,6 +276,8 @@ HEADER_BREAKERS: dict[str, Callable[[dict], Any]] = {
     "rope not bool": _set("rope_applied", 1),
     "surprisal not bool": _set("surprisal", 1),
     "surprisal claimed, no buffer": _set("surprisal", True),
+    "tail attention not bool": _set("tail_attention", 0),
+    "tail attention claimed, no buffer": _set("tail_attention", True),
     "token shape 3-D": _set("token_ids", [1, 3, 1]),
     "negative dim": lambda h: h["layers"][0][0].__setitem__(3, -4),
     "float dim": lambda h: h["layers"][0][0].__setitem__(3, 4.0),

@@ -290,27 +290,26 @@ def test_attention_to_cache_is_what_the_models_eager_attention_reads(tiny_lm):
     assert shares[0] == 0 and shares.sum().item() == pytest.approx(tiny_lm.spec.num_layers, rel=1e-4)
 
 
-def test_an_attended_share_recomputes_what_the_native_tail_reads_most(tiny_lm):
+def test_an_attended_share_recomputes_what_the_source_saw_the_end_read_most(tiny_lm):
     """The budget stays ``round(fraction * T)``: the recent share, the selection's positions, and the
-    attended share filled with the positions the tail reads most among those not yet chosen."""
+    attended share filled with the positions of most ``tail_attention`` among those not yet chosen."""
     ids = _ids(tiny_lm)
     keep = ids.shape[-1] - 3
     native = _full_native_cache(tiny_lm, ids[:, :keep])
     corrupted = _corrupt(native, torch.arange(1, keep), seed=3)
-    tail = ids[:, keep:]
+    corrupted.tail_attention = torch.rand(ids[:, :keep].shape, generator=torch.Generator().manual_seed(5))
     point = OperatingPoint(0.5, selection="random", recent=0.1, attended=0.2)
-    blended = blend(tiny_lm, corrupted, point, tail_ids=tail)
+    blended = blend(tiny_lm, corrupted, point)
     changed = (blended.keys[-1] != corrupted.keys[-1]).any(-1).any(1)[0]  # [T]: recomputed positions
     chosen = select_positions(torch.zeros(keep), 0.3, selection="random", recent=0.1)
-    shares = cache_ops.attention_to_cache(tiny_lm, corrupted, tail)
+    shares = corrupted.tail_attention[0].clone()
     shares[0], shares[chosen] = -torch.inf, -torch.inf
     read_most = shares.topk(round(0.5 * keep) - chosen.numel()).indices
     assert changed.nonzero().flatten().tolist() == sorted(chosen.tolist() + read_most.tolist())
     assert changed.sum() == round(0.5 * keep) and not set(read_most.tolist()) & set(chosen.tolist())
-    with pytest.raises(ValueError, match="tail_ids"):
-        blend(tiny_lm, corrupted, OperatingPoint(0.5, selection="random", attended=0.2))
-    with pytest.raises(ValueError, match="attended"):
-        blend(tiny_lm, corrupted, OperatingPoint(0.5, selection="random", recent=0.4, attended=0.2), tail_ids=tail)
+    corrupted.tail_attention = None
+    with pytest.raises(ValueError, match="tail attention"):
+        blend(tiny_lm, corrupted, point)
 
 
 def test_an_operating_point_is_checked_once_and_labelled_as_the_store_keys_name_it():
