@@ -29,7 +29,7 @@ class KVCache:
     # first (recompute.blend). None where unknown.
     surprisal: torch.Tensor | None = None
     # [batch, seq_len] float32: how much the context's last tokens read each position under the
-    # model that read the context (cache_ops.tail_attention; 0 for the first). A continuation reads
+    # model that read the context (cache_ops.prefill(for_targets=True); 0 for the first). A continuation reads
     # what they read; the target recomputes those positions too (recompute.blend). None where unknown.
     tail_attention: torch.Tensor | None = None
 

@@ -35,8 +35,8 @@ def rows_to_cache(
         keys.append(kv[0][None].contiguous())
         values.append(kv[1][None].contiguous())
     per_token = {
-        name: None if values is None else values.reshape(1, -1)[:, :seq_len].float()
-        for name, values in (("surprisal", surprisal), ("tail_attention", tail_attention))
+        name: None if note is None else note.reshape(1, -1)[:, :seq_len].float()
+        for name, note in (("surprisal", surprisal), ("tail_attention", tail_attention))
     }
     pre_rope = KVCache(keys, values, token_ids.reshape(1, -1), fingerprint, rope_applied=False, **per_token)
     return rerotate(pre_rope, spec)

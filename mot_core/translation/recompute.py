@@ -54,7 +54,8 @@ its continuation will read, and out of the training register the translated rows
 everywhere: these are the rows worth getting right. The observation costs the target nothing (the
 source has read the context anyway); it picks 4 in 10 of the positions the target's own tail would
 read over the translated cache, a pass that costs ~0.05x of a prefill, and buys most of what those
-buy (reports/experiments/attended-recompute).
+buy. On 40 samples of a novel, 3% of the context on top of the shipped operating points: Gemma-3
+retention 0.708 -> 0.794, Qwen2.5 0.808 -> 0.876 (reports/experiments/attended-recompute).
 """
 
 from __future__ import annotations

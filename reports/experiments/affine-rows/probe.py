@@ -51,7 +51,7 @@ def corrected_cache(translator, prepared, target):
     """The card's operating point, with the rows it did not recompute moved by a per-context ridge map."""
     point, spec = translator.card.operating_point, target.spec
     raw = unrotate(translated_cache(translator, prepared, target, OperatingPoint(0.0)), spec)
-    blended = unrotate(blend(target, rerotate(raw, spec), point, tail_ids=prepared.tail_ids), spec)
+    blended = unrotate(blend(target, rerotate(raw, spec), point), spec)
     recomputed = (blended.values[0] != raw.values[0]).any(-1).any(1)[0]  # [T]
     fit = recomputed.clone()
     fit[0] = False  # the native head, an attention sink unlike any other row

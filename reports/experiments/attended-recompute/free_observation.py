@@ -1,6 +1,6 @@
 """Probe (exploration): does the *source's* observation pick the positions the target's tail reads?
 
-The attended share (``recompute.most_attended``) runs the target's native tail over the translated
+The attended share (``recompute.most_attended``, until stop 53) ran the target's native tail over the translated
 cache to find the positions a continuation will read; that pass costs ~0.05x of a prefill (a few
 tokens through every layer read all the weights). The source model reads the whole context anyway,
 once for every target and outside the translation's cost: the attention its own last tokens give
@@ -9,7 +9,7 @@ would be free at the target. Here it is computed after the source prefill with
 ``cache_ops.attention_to_cache`` on the source model (in serving it would be a hook in the prefill).
 
 Per sample, on top of the shipped operating point (``op``), ``--extra`` of the context chosen by:
-the target's tail over the raw translation (``tgt``, what ``most_attended`` reads), the source's
+the target's tail over the raw translation (``tgt``, what ``most_attended`` read until stop 53), the source's
 own tail (``src``), and at random (``rnd``: the control at the same cost); and ``srcB``, the
 source's picks in place of the card's recent share (candidate B of the README, at the cost of
 ``op``: the card's fraction less its recent share by its selection, plus that share by ``src``). Retention and content
@@ -49,6 +49,7 @@ def source_shares(source, prepared: PreparedSample) -> torch.Tensor:
         values=[v[:, :, :first] for v in cache.values],
         token_ids=cache.token_ids[:, :first],
         surprisal=None,
+        tail_attention=None,
     )
     read = attention_to_cache(source, before, cache.token_ids[:, first:])
     per_source = torch.cat((read, torch.zeros(cache.seq_len - first)))

@@ -48,7 +48,7 @@ def calibrated_cache(translator, prepared, target):
     """The card's operating point, with the rows it did not recompute scaled as ``translator.calibrate`` says."""
     point = translator.card.operating_point
     raw = translated_cache(translator, prepared, target, OperatingPoint(0.0))  # every position, none recomputed
-    blended = blend(target, raw, point, tail_ids=prepared.tail_ids)
+    blended = blend(target, raw, point)
     recomputed = (blended.keys[0] != raw.keys[0]).any(-1).any(1)[0]  # [T]
     kept = ~recomputed
     kept[0] = False  # the native head

@@ -67,6 +67,7 @@ def main() -> None:
         "code": str(Path(mot_core.__file__).parents[1]),
         "target": target.name,
         "translator": card.version,
+        "operating_point": None if variant.point is None else variant.point.label,
         "allocator_tuned": tuned,
         "bf16_matmuls": serving_dtype("cpu") == torch.bfloat16,
         "fresh_head": args.fresh_head,
