@@ -59,31 +59,6 @@ def test_prefill_surprisal_is_what_the_full_forward_predicts(tiny_lm, monkeypatc
     assert cache_ops.prefill(tiny_lm, ids)[0].surprisal is None  # only when asked: it costs the LM head
 
 
-def test_prefill_tail_attention_is_what_the_models_eager_attention_reads(tiny_lm):
-    """What the last ``OBSERVED_TOKENS`` read in each full-attention layer, from the model's own
-    attention probabilities (its eager implementation): this fails if a query norm, RoPE, scale, GQA
-    group or mask is missed, or a sliding layer (which keeps only its window) is counted."""
-    ids = _ids(tiny_lm)
-    count, length = cache_ops.OBSERVED_TOKENS, ids.shape[-1]
-    cache, _ = cache_ops.prefill(tiny_lm, ids, for_targets=True)
-    implementation = tiny_lm.model.config._attn_implementation
-    tiny_lm.model.set_attn_implementation("eager")
-    try:
-        with torch.inference_mode():
-            attentions = tiny_lm.model(input_ids=ids, output_attentions=True).attentions
-    finally:
-        tiny_lm.model.set_attn_implementation(implementation)
-    expected = torch.zeros(length)
-    full_layers = [w for w, window in zip(attentions, tiny_lm.spec.sliding_windows, strict=True) if window is None]
-    for weights in full_layers:  # [1, H, T, T]
-        read = weights[0, :, -count:, 1:].float().sum((0, 1))
-        expected[1:] += read / read.sum()
-    assert cache.tail_attention.shape == ids.shape and cache.tail_attention[0, 0] == 0
-    torch.testing.assert_close(cache.tail_attention[0], expected, rtol=1e-4, atol=1e-5)
-    assert cache.tail_attention.sum().item() == pytest.approx(len(full_layers), rel=1e-4) and full_layers
-    assert cache_ops.prefill(tiny_lm, ids)[0].tail_attention is None
-
-
 def test_round_trip_through_fp32_codec_is_exact(tiny_lm):
     ids = _ids(tiny_lm)
     cache, _ = cache_ops.prefill(tiny_lm, ids[:, :-1])

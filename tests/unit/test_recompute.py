@@ -267,6 +267,18 @@ def test_error_selection_finds_and_fixes_the_worst_translated_tokens(tiny_lm):
     assert torch.equal(exact_first.keys[-1][:, :, 1:], translated.keys[-1][:, :, 1:])
 
 
+def _eager_attentions(lm, ids) -> tuple[torch.Tensor, ...]:
+    """Per layer ``[1, H, T, T]``: the model's own attention probabilities over ``ids`` (its eager
+    implementation), what the recorded shares are checked against."""
+    implementation = lm.model.config._attn_implementation
+    lm.model.set_attn_implementation("eager")
+    try:
+        with torch.inference_mode():
+            return lm.model(input_ids=ids, output_attentions=True).attentions
+    finally:
+        lm.model.set_attn_implementation(implementation)
+
+
 def test_attention_to_cache_is_what_the_models_eager_attention_reads(tiny_lm):
     """The shares come from the model's own attention probabilities (its eager implementation, run
     over the whole text): this fails if a query norm, RoPE, scale, GQA group or sliding mask is missed."""
@@ -274,20 +286,31 @@ def test_attention_to_cache_is_what_the_models_eager_attention_reads(tiny_lm):
     keep, queries = ids.shape[-1] - 4, ids[:, -4:]
     native = _full_native_cache(tiny_lm, ids[:, :keep])
     shares = cache_ops.attention_to_cache(tiny_lm, native, queries)
-
-    implementation = tiny_lm.model.config._attn_implementation
-    tiny_lm.model.set_attn_implementation("eager")
-    try:
-        with torch.inference_mode():
-            attentions = tiny_lm.model(input_ids=ids, output_attentions=True).attentions
-    finally:
-        tiny_lm.model.set_attn_implementation(implementation)
     expected = torch.zeros(keep)
-    for weights in attentions:  # [1, H, T, T]: the last 4 queries over the first keep positions
+    for weights in _eager_attentions(tiny_lm, ids):  # the last 4 queries over the first keep positions
         read = weights[0, :, keep:, 1:keep].float().sum((0, 1))
         expected[1:] += read / read.sum()
     torch.testing.assert_close(shares, expected, rtol=1e-4, atol=1e-5)
     assert shares[0] == 0 and shares.sum().item() == pytest.approx(tiny_lm.spec.num_layers, rel=1e-4)
+
+
+def test_prefill_tail_attention_is_what_the_models_eager_attention_reads(tiny_lm):
+    """What the last ``OBSERVED_TOKENS`` read in each full-attention layer, recorded during the
+    prefill: this fails if a query norm, RoPE, scale, GQA group or mask is missed, or a sliding layer
+    (whose cache keeps only its window) is counted."""
+    ids = _ids(tiny_lm)
+    count = cache_ops.OBSERVED_TOKENS
+    cache, _ = cache_ops.prefill(tiny_lm, ids, for_targets=True)
+    windows = tiny_lm.spec.sliding_windows
+    full_layers = [w for w, window in zip(_eager_attentions(tiny_lm, ids), windows, strict=True) if window is None]
+    expected = torch.zeros(ids.shape[-1])
+    for weights in full_layers:
+        read = weights[0, :, -count:, 1:].float().sum((0, 1))
+        expected[1:] += read / read.sum()
+    assert cache.tail_attention.shape == ids.shape and cache.tail_attention[0, 0] == 0
+    torch.testing.assert_close(cache.tail_attention[0], expected, rtol=1e-4, atol=1e-5)
+    assert full_layers and cache.tail_attention.sum().item() == pytest.approx(len(full_layers), rel=1e-4)
+    assert cache_ops.prefill(tiny_lm, ids)[0].tail_attention is None
 
 
 def test_an_attended_share_recomputes_what_the_source_saw_the_end_read_most(tiny_lm):
