@@ -8,6 +8,7 @@ and the continuation itself; the logits that predict the continuation tokens are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +41,7 @@ class PreparedSample:
     def tail_ids(self) -> torch.Tensor:
         return self.target_ids[:, self.keep :]
 
-    @property
+    @cached_property  # read by every translated and blended cache of the sample (each training step)
     def notes(self) -> dict[str, torch.Tensor | None]:
         """The source's surprisal and tail attention at each target token ``[T_t]`` (``source_notes``,
         as ``CacheTranslator.translate`` maps them)."""
