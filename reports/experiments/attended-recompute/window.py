@@ -14,25 +14,21 @@ each window picks too.
 """
 
 import copy
-import json
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
-from compare import corpus_samples, qa_items, score_conditions  # noqa: E402
+from compare import corpus_samples, score_conditions  # noqa: E402
 from probe import probe_parser, report  # noqa: E402
 from tokens import models_and_translator  # noqa: E402
 
 import mot_core.cache_ops as cache_ops  # noqa: E402
-from mot_core.evaluation import answers_right, qa_retention  # noqa: E402
-from mot_core.translation.objective import PreparedSample, operating_point_cache, prepare  # noqa: E402
+from mot_core.translation.objective import PreparedSample, operating_point_cache  # noqa: E402
 from mot_core.translation.recompute import most_attended  # noqa: E402
-from mot_core.translation.samples import Sample  # noqa: E402
 
 
 def observed_by(source, prepared: PreparedSample, window: int) -> PreparedSample:
@@ -49,16 +45,12 @@ def observed_by(source, prepared: PreparedSample, window: int) -> PreparedSample
 def main() -> None:
     parser = probe_parser(__doc__)
     parser.add_argument("--windows", default="4,16,64", help="observation windows, comma-separated")
-    parser.add_argument("--qa", type=Path, help="score QA accuracy on this qa_dev file instead of --corpus")
-    parser.add_argument("--qa-items", default="100:200", help="START:STOP of its items")
     args = parser.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
     source, target, shipped = models_and_translator(args)
     attended = copy.deepcopy(shipped)
     attended.card.recompute_fraction += args.extra
     attended.card.recompute_attended = args.extra
-    if args.qa:
-        return qa_accuracy(args, source, target, shipped, attended, windows)
     overlaps: dict[int, list[float]] = {w: [] for w in windows}
 
     def conditions_of(p, other) -> dict:
@@ -84,25 +76,6 @@ def main() -> None:
     overlap = {w: statistics.mean(o) for w, o in overlaps.items()}
     print("overlap with the first window's picks:", {w: round(o, 3) for w, o in overlap.items()}, flush=True)
     report(args, nll, ("op", *(f"w{w}" for w in windows)), overlap=overlap)
-
-
-def qa_accuracy(args, source, target, shipped, attended, windows: list[int]) -> None:
-    """Two-choice accuracy (``evaluation.answers_right``) of ``op`` and each window on qa_dev items."""
-    right = {c: 0 for c in ("native", "none", "op", *(f"w{w}" for w in windows))}
-    items = qa_items(args.qa, args.qa_items)
-    for item in tqdm(items, desc="qa"):
-        p = prepare(source, target, Sample(item["context"], " ", -1), 1, shipped.card.native_tail)
-        right["native"] += answers_right(target, p, item, p.native_cache)
-        right["none"] += answers_right(target, p, item, None)
-        right["op"] += answers_right(target, p, item, operating_point_cache(shipped, p, target))
-        for w in windows:
-            cache = operating_point_cache(attended, observed_by(source, p, w), target)
-            right[f"w{w}"] += answers_right(target, p, item, cache)
-    accuracy = {c: n / len(items) for c, n in right.items()}
-    result = {"items": len(items), "accuracy": accuracy, "qa_retention": qa_retention(accuracy)}
-    print(json.dumps(result))
-    if args.out:
-        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **result}, indent=1))
 
 
 if __name__ == "__main__":
