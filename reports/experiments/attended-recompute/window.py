@@ -13,7 +13,6 @@ each window picks too.
         --corpus $MOT_HOME/data/moby-dick/moby-dick.txt --samples 40 --seed 1031 --out gemma3/window-moby-dick.json
 """
 
-import copy
 import statistics
 import sys
 from dataclasses import replace
@@ -27,13 +26,16 @@ from probe import probe_parser, report  # noqa: E402
 from tokens import models_and_translator  # noqa: E402
 
 import mot_core.cache_ops as cache_ops  # noqa: E402
-from mot_core.translation.objective import PreparedSample, operating_point_cache  # noqa: E402
+from mot_core.translation.objective import PreparedSample, operating_point_cache, translated_cache  # noqa: E402
 from mot_core.translation.recompute import most_attended  # noqa: E402
 
 
 def observed_by(source, prepared: PreparedSample, window: int) -> PreparedSample:
-    """``prepared`` with the source's notes from a prefill that observes its last ``window`` tokens."""
+    """``prepared`` with the source's notes from a prefill that observes its last ``window`` tokens
+    (``prepare`` already ran the one that observes the default count)."""
     default = cache_ops.OBSERVED_TOKENS
+    if window == default:
+        return prepared
     cache_ops.OBSERVED_TOKENS = window
     try:
         source_cache, _ = cache_ops.prefill(source, prepared.alignment.source_ids, for_targets=True)
@@ -48,9 +50,8 @@ def main() -> None:
     args = parser.parse_args()
     windows = [int(w) for w in args.windows.split(",")]
     source, target, shipped = models_and_translator(args)
-    attended = copy.deepcopy(shipped)
-    attended.card.recompute_fraction += args.extra
-    attended.card.recompute_attended = args.extra
+    shipped_point = shipped.card.operating_point
+    attended = replace(shipped_point, fraction=shipped_point.fraction + args.extra, attended=args.extra)
     overlaps: dict[int, list[float]] = {w: [] for w in windows}
 
     def conditions_of(p, other) -> dict:
@@ -59,7 +60,7 @@ def main() -> None:
             caches["op" + suffix] = operating_point_cache(shipped, q, target)
             for w in windows:
                 observed = observed_by(source, q, w)
-                caches[f"w{w}" + suffix] = operating_point_cache(attended, observed, target)
+                caches[f"w{w}" + suffix] = translated_cache(shipped, observed, target, attended)
                 if not suffix:
                     count = round(args.extra * q.keep)
                     picks[w] = set(
