@@ -76,46 +76,54 @@ class Variant:
     ablation: bool = False  # costs what its fraction costs (not timed on its own)
 
 
-def sweep_variants(
-    operating_point: float | None,
-    fractions: Sequence[float],
-    recent: float = 0.0,
-    *,
-    selection: str = DEFAULT_SELECTION,
-    ablations: bool = True,
-    attended: float = 0.0,
-) -> dict[str, Variant]:
+@dataclass(frozen=True)
+class Knob:
+    """The quality knob an evaluation measures: the operating point's recompute ``fraction`` (None:
+    pure translation) and the shares every fraction it scores takes (the sweep's and the
+    ablations' too): the context's last ``recent``, the ``attended`` share its last tokens read
+    most, the rest by ``selection`` (``recompute.OperatingPoint``)."""
+
+    fraction: float | None = None
+    selection: str = DEFAULT_SELECTION
+    recent: float = 0.0
+    attended: float = 0.0
+
+    def at(self, fraction: float | None) -> OperatingPoint | None:
+        """The point at ``fraction`` (None: pure translation), its shares cut to what fits (recent first)."""
+        if fraction is None:
+            return None
+        share = min(self.recent, fraction)
+        return OperatingPoint(fraction, self.selection, share, min(self.attended, fraction - share))
+
+    @property
+    def point(self) -> OperatingPoint | None:
+        return self.at(self.fraction)
+
+
+def sweep_variants(knob: Knob, fractions: Sequence[float], *, ablations: bool = True) -> dict[str, Variant]:
     """Extra conditions: the recompute fractions of the sweep, and ablations at the operating point
     (or at the middle of the sweep when the operating point is pure translation): the rest of the
-    budget chosen by each simpler selection than ``selection`` (those after it in
+    budget chosen by each simpler selection than the knob's (those after it in
     ``recompute.SELECTIONS``: whole words instead of phrases, single surprising tokens, the layer-0
     error, at random); where a ``recent`` share is set, all of the budget on the selection
     (``<selection>-only``) or on the context's last tokens (``recent-only``); and where an
     ``attended`` share is set, the same budget without it (``no-attended``)."""
-    variants = {f"recompute@{f:g}": Variant(point=_fitted_point(f, selection, recent, attended)) for f in fractions}
-    ablated = operating_point or (sorted(fractions)[len(fractions) // 2] if fractions else None)
+    variants = {f"recompute@{f:g}": Variant(point=knob.at(f)) for f in fractions}
+    ablated = knob.fraction or (sorted(fractions)[len(fractions) // 2] if fractions else None)
     if ablated and ablations:
-        point = _fitted_point(ablated, selection, recent, attended)
+        point = knob.at(ablated)
 
         def ablation(changed: OperatingPoint) -> Variant:
             return Variant(point=changed, ablation=True)
 
-        for simpler in SELECTIONS[SELECTIONS.index(selection) + 1 :]:
+        for simpler in SELECTIONS[SELECTIONS.index(point.selection) + 1 :]:
             variants[f"{simpler}@{ablated:g}"] = ablation(replace(point, selection=simpler))
         if point.recent > 0:
-            variants[f"{selection}-only@{ablated:g}"] = ablation(OperatingPoint(ablated, selection))
+            variants[f"{point.selection}-only@{ablated:g}"] = ablation(OperatingPoint(ablated, point.selection))
             variants[f"recent-only@{ablated:g}"] = ablation(OperatingPoint(ablated, recent=ablated))
         if point.attended > 0:
             variants[f"no-attended@{ablated:g}"] = ablation(replace(point, attended=0.0))
     return variants
-
-
-def _fitted_point(fraction: float | None, selection: str, recent: float, attended: float) -> OperatingPoint | None:
-    """The operating point at ``fraction`` (None: pure translation), its shares cut to what fits (recent first)."""
-    if fraction is None:
-        return None
-    share = min(recent, fraction)
-    return OperatingPoint(fraction, selection, share, min(attended, fraction - share))
 
 
 def _condition_caches(target, prepared, other, translators, point: Variant, sweep) -> dict[str, Callable]:
@@ -250,21 +258,14 @@ def time_translation(
 
 
 def _variants(
-    translators: dict,
-    operating_point: float | None,
-    recent: float,
-    selection: str,
-    sweep: Sequence[float],
-    ablations: bool,
-    attended: float = 0.0,
+    translators: dict, knob: Knob, sweep: Sequence[float], ablations: bool
 ) -> tuple[Variant, dict[str, Variant]]:
     """The ``translated`` condition (pure translation, or the operating point's recompute) and the
     extra conditions (``sweep_variants``; none without a translator)."""
-    point = Variant(point=_fitted_point(operating_point, selection, recent, attended))
+    point = Variant(point=knob.point)
     if "translated" not in translators:
         return point, {}
-    extra = sweep_variants(operating_point, sweep, recent, selection=selection, ablations=ablations, attended=attended)
-    return point, extra
+    return point, sweep_variants(knob, sweep, ablations=ablations)
 
 
 @dataclass
@@ -281,10 +282,7 @@ def evaluate(
     *,
     native_tail: int,
     continuation_tokens: int = 64,
-    operating_point: float | None = None,
-    recent: float = 0.0,
-    selection: str = DEFAULT_SELECTION,
-    attended: float = 0.0,
+    knob: Knob = Knob(),
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
@@ -292,16 +290,15 @@ def evaluate(
 ) -> EvalResult:
     """NLL, retention, KL, top-1 and greedy match per (context length, condition).
 
-    ``translated`` and ``deranged`` use the ``operating_point`` (recompute fraction, None: pure
-    translation, with ``recent`` of the context from its end, ``attended`` read most by its last
-    tokens as the source saw them, and the rest by ``selection``); each
-    fraction of ``sweep`` adds a ``recompute@f`` condition and its timing, and ``ablations`` the
-    simpler selections at the operating point. Samples already in the ``journal`` are not scored
+    ``translated`` and ``deranged`` use the ``knob``'s operating point (``Knob.point``; pure
+    translation without a fraction); each fraction of ``sweep`` adds a ``recompute@f`` condition
+    and its timing (the knob's shares at that fraction), and ``ablations`` the simpler selections
+    at the operating point. Samples already in the ``journal`` are not scored
     again; each newly scored one is added to it as soon as it is done. Without ``score``, nothing
     new is scored: the rows are those of the samples the journal holds (an interim report of a run
     still going on).
     """
-    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations, attended)
+    point, variants = _variants(translators, knob, sweep, ablations)
     timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
     journal = journal if journal is not None else Journal()
     rows, per_length = [], {}
@@ -324,10 +321,10 @@ def evaluate(
             continue
         length_rows, per_length[length] = _summarise(length, records, variants, timed)
         per_length[length] |= {
-            "recompute": operating_point,
-            "recent": recent,
-            "attended": attended,
-            "selection": selection,
+            "recompute": knob.fraction,
+            "recent": knob.recent,
+            "attended": knob.attended,
+            "selection": knob.selection,
         }
         rows += length_rows
     return EvalResult(rows, per_length)
@@ -399,10 +396,7 @@ def qa_accuracy(
     items: list[dict],
     *,
     native_tail: int,
-    operating_point: float | None = None,
-    recent: float = 0.0,
-    selection: str = DEFAULT_SELECTION,
-    attended: float = 0.0,
+    knob: Knob = Knob(),
     sweep: Sequence[float] = (),
     ablations: bool = True,
     journal: Journal | None = None,
@@ -411,7 +405,7 @@ def qa_accuracy(
     """Two-choice accuracy per condition (scoring of data/eval/SOURCE.md); items already in the
     ``journal`` are not scored again. Without ``score``: over the items the journal holds
     (``qa_scored`` counts them); empty if it holds none."""
-    point, variants = _variants(translators, operating_point, recent, selection, sweep, ablations, attended)
+    point, variants = _variants(translators, knob, sweep, ablations)
     wanted = [c for c in QA_CONDITIONS if c in ("native", "none") or c in translators] + list(variants)
     journal = journal if journal is not None else Journal()
     keys = qa_keys(items)

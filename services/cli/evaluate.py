@@ -95,7 +95,7 @@ def evaluate(
 
     from mot_core.benchmarks import cpu_name
     from mot_core.data import pull_corpus
-    from mot_core.evaluation import EVAL_FORMAT, qa_accuracy, qa_scored, read_qa_items, write_report
+    from mot_core.evaluation import EVAL_FORMAT, Knob, qa_accuracy, qa_scored, read_qa_items, write_report
     from mot_core.evaluation import evaluate as run_eval
     from mot_core.journal import Journal
     from mot_core.loading import load_model
@@ -108,6 +108,7 @@ def evaluate(
     check_selection(selection)
     src, tgt = load_model(source), load_model(target)
     translator = load_translator(checkpoint or resolve_translator_path(pair_name(source, target)))
+    card = translator.card
     if ridge_contexts == 0 or report_only:  # a report-only run reads the ridge's scores from the journal
         ridge = None
     else:
@@ -116,7 +117,7 @@ def evaluate(
             tgt,
             lambda: pull_corpus().texts("train"),
             contexts=ridge_contexts,
-            native_tail=translator.card.native_tail,
+            native_tail=card.native_tail,
             directory=mot_home() / "ridge" / f"{pair_name(source, target)}-{ridge_contexts}",
         )
     documents = read_corpus(corpus)
@@ -125,29 +126,39 @@ def evaluate(
         for n in int_list(context_tokens)
     }
     translators = {"translated": translator, **({"ridge": ridge} if ridge is not None else {})}
-    operating_point = translator.card.recompute_fraction if recompute is None else fraction_or_none(recompute)
-    recent = translator.card.recompute_recent if recent is None else recent
-    selection = selection or translator.card.recompute_selection
-    attended = translator.card.recompute_attended if attended is None else attended
-    knob = {"operating_point": operating_point, "recent": recent, "selection": selection}
-    if attended:  # journals written before the share existed are runs without it
-        knob["attended"] = attended
-    knob["sweep"] = fraction_list(sweep)
-    knob["ablations"] = ablations
-    settings = knob | {
+    knob = Knob(
+        card.recompute_fraction if recompute is None else fraction_or_none(recompute),
+        selection or card.recompute_selection,
+        card.recompute_recent if recent is None else recent,
+        card.recompute_attended if attended is None else attended,
+    )
+    settings = {"operating_point": knob.fraction, "recent": knob.recent, "selection": knob.selection}
+    if knob.attended:  # journals written before the share existed are runs without it
+        settings["attended"] = knob.attended
+    sweep_fractions = fraction_list(sweep)
+    settings |= {
+        "sweep": sweep_fractions,
+        "ablations": ablations,
         "format": EVAL_FORMAT,
         "source": src.fingerprint.id,
         "target": tgt.fingerprint.id,
-        "translator": translator.card.version,
+        "translator": card.version,
         "ridge_contexts": ridge_contexts,  # refitted per machine from the training split: known by its recipe
-        "native_tail": translator.card.native_tail,
+        "native_tail": card.native_tail,
     }
     journal = Journal(out / "progress.jsonl", settings, read_only=report_only)
     if report_only:
         typer.echo(f"interim report from {out / 'progress.jsonl'}: {len(journal)} samples and QA items scored so far")
     elif len(journal):
         typer.echo(f"going on from {out / 'progress.jsonl'}: {len(journal)} samples and QA items already scored")
-    common = {"native_tail": translator.card.native_tail, "journal": journal, "score": not report_only, **knob}
+    common = {
+        "native_tail": card.native_tail,
+        "knob": knob,
+        "sweep": sweep_fractions,
+        "ablations": ablations,
+        "journal": journal,
+        "score": not report_only,
+    }
     result = run_eval(src, tgt, translators, by_length, **common)
     qa_result, items = None, []
     if qa is not None:
@@ -158,16 +169,16 @@ def evaluate(
     meta = {
         "source": source,
         "target": target,
-        "translator": translator.card.version,
+        "translator": card.version,
         "corpus": str(corpus),
         "samples": samples,
         "seed": seed,
         "ridge_contexts": ridge_contexts,
-        "recompute": operating_point,
-        "recent": recent,
-        "attended": attended,
-        "selection": selection,
-        "sweep": knob["sweep"],
+        "recompute": knob.fraction,
+        "recent": knob.recent,
+        "attended": knob.attended,
+        "selection": knob.selection,
+        "sweep": sweep_fractions,
         "ablations": ablations,
         "qa_items": len(items),
         "qa_items_scored": qa_scored(items, journal),

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from mot_core import cache_ops
 from mot_core.errors import MotError
-from mot_core.evaluation import evaluate, qa_accuracy
+from mot_core.evaluation import Knob, evaluate, qa_accuracy
 from mot_core.roundtrip import demo_text
 from mot_core.tiny import tiny_model
 from mot_core.translation.pairs import baseline_ridge, context_chunks, fit_ridge
@@ -513,8 +513,7 @@ def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
         {6: val[:2]},
         native_tail=2,
         continuation_tokens=8,
-        operating_point=0.5,
-        recent=0.25,
+        knob=Knob(0.5, recent=0.25),
         sweep=[0.0, 1.0],
     )
     rows = {r["condition"]: r for r in result.rows}
@@ -627,7 +626,7 @@ def test_a_stopped_evaluation_goes_on_where_it_was(tmp_path, pair, ridge, sample
     source, target = pair
     _, val = samples
     items = [{"context": val[0].context, "question": "What?", "choices": ["a b", "c d"], "answer": "c d"}] * 2
-    common = dict(native_tail=2, continuation_tokens=8, operating_point=0.5)
+    common = dict(native_tail=2, continuation_tokens=8, knob=Knob(0.5))
     settings = {"translator": "ridge", "operating_point": 0.5}
     whole = evaluate(source, target, {"translated": ridge}, {6: val[:3]}, **common)
 
@@ -660,7 +659,7 @@ def test_an_interim_report_reads_the_journal_and_writes_nothing(tmp_path, pair, 
     source, target = pair
     _, val = samples
     items = [{"context": s.context, "question": "What?", "choices": ["a b", "c d"], "answer": "c d"} for s in val]
-    knob = dict(native_tail=2, operating_point=0.5, ablations=False)
+    knob = dict(native_tail=2, knob=Knob(0.5), ablations=False)
     common = dict(knob, continuation_tokens=8)
     settings = {"translator": "ridge", "operating_point": 0.5}
     path = tmp_path / "progress.jsonl"
@@ -837,7 +836,7 @@ def test_a_translator_made_under_inference_mode_serves_and_sees_its_changes():
 def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
     from mot_core.evaluation import sweep_variants
 
-    variants = sweep_variants(0.1, [0.2], 0.03, selection="phrases")
+    variants = sweep_variants(Knob(0.1, "phrases", recent=0.03), [0.2])
     assert {name: v.point.selection for name, v in variants.items()} == {
         "recompute@0.2": "phrases",
         "words@0.1": "words",
@@ -849,13 +848,14 @@ def test_a_phrases_operating_point_is_ablated_by_every_simpler_selection():
     }
     assert variants["phrases-only@0.1"].point.recent == 0.0 and variants["recent-only@0.1"].point.recent == 0.1
     assert all(v.ablation for name, v in variants.items() if name != "recompute@0.2")
-    assert "phrases@0.1" not in sweep_variants(0.1, [], 0.03)  # a words point is not ablated by a finer one
+    # a words point is not ablated by a finer one
+    assert "phrases@0.1" not in sweep_variants(Knob(0.1, recent=0.03), [])
 
 
 def test_an_attended_operating_point_is_ablated_without_its_share():
     from mot_core.evaluation import sweep_variants
 
-    variants = sweep_variants(0.1, [0.2, 0.04], 0.03, selection="phrases", attended=0.03)
+    variants = sweep_variants(Knob(0.1, "phrases", recent=0.03, attended=0.03), [0.2, 0.04])
     assert variants["no-attended@0.1"].point.attended == 0.0 and variants["no-attended@0.1"].point.recent == 0.03
     assert variants["words@0.1"].point.attended == 0.03 and variants["recompute@0.2"].point.attended == 0.03
     assert variants["recompute@0.04"].point.attended == pytest.approx(0.01)  # what fits after the recent share
