@@ -24,7 +24,7 @@ from tqdm import tqdm
 from transformers import DynamicCache
 
 from mot_core.benchmarks import timed_runs
-from mot_core.cache_ops import prefill, replace_head, to_model_cache
+from mot_core.cache_ops import prefill, to_model_cache
 from mot_core.journal import Journal, digest
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
@@ -36,7 +36,7 @@ from mot_core.translation.objective import (
     prepare,
     translated_cache,
 )
-from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS, OperatingPoint, blend
+from mot_core.translation.recompute import DEFAULT_SELECTION, SELECTIONS, OperatingPoint, with_native_rows
 from mot_core.translation.samples import Sample
 from mot_core.translation.translator import CacheTranslator
 
@@ -248,11 +248,7 @@ def time_translation(
             target_first_layer=target,
             all_positions=variant.point is not None,
         )
-        if variant.point is None:
-            cache = replace_head(target, result.cache)
-        else:  # the head is recomputed in the same pass
-            cache = blend(target, result.cache, variant.point)
-        to_model_cache(target, cache)
+        to_model_cache(target, with_native_rows(target, result.cache, variant.point))
 
     return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
 

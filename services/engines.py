@@ -23,7 +23,7 @@ import torch
 
 from mot_core import codec
 from mot_core.arch import ArchSpec
-from mot_core.cache_ops import prefill, replace_head, to_model_cache, trim_to_windows
+from mot_core.cache_ops import prefill, to_model_cache, trim_to_windows
 from mot_core.context_id import context_id as content_id
 from mot_core.context_id import normalize_text
 from mot_core.errors import CodecError, FingerprintMismatchError
@@ -31,7 +31,7 @@ from mot_core.generation import Sampling, StreamState, score_continuation, strea
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel, ModelMeta, load_model
 from mot_core.translation.assemble import rows_to_cache, zero_rows
-from mot_core.translation.recompute import blend
+from mot_core.translation.recompute import with_native_rows
 from mot_core.translation.translator import (
     CARD_FILE,
     CacheTranslator,
@@ -413,11 +413,9 @@ class TargetEngine:
         ids = self._context_ids(WARM_UP_TEXT)
         context, suffix = ids[:, :-1], ids[:, -1:]
         cache, _ = prefill(self.lm, context)
-        if self.point is not None:
-            zeros = _zero_cache(self.lm.spec, context, self.lm.fingerprint.id)
-            cache = trim_to_windows(blend(self.lm, zeros, self.point), self.lm.spec)
-        else:
-            cache = replace_head(self.lm, cache)
+        if self.point is not None:  # a recompute reads every position in every layer
+            cache = _zero_cache(self.lm.spec, context, self.lm.fingerprint.id)
+        cache = trim_to_windows(with_native_rows(self.lm, cache, self.point), self.lm.spec)
         for _ in stream_generate(self.lm, to_model_cache(self.lm, cache), suffix, Sampling(max_new_tokens=2)):
             pass
         return time.perf_counter() - started
@@ -441,7 +439,7 @@ class TargetEngine:
         deadline.check("translation")
         if self.point is None:
             blob, translate_s = self.translate_fn(ctx, self.name, text, deadline.remaining())
-            return replace_head(self.lm, self._decode_translated(blob, ids)), blob, translate_s > 0
+            return with_native_rows(self.lm, self._decode_translated(blob, ids), None), blob, translate_s > 0
         card, point = self.card, self.point
         version = f"{card.version}+{point.label}"
         key = translated_key(ctx, card.source_fingerprint, card.target_fingerprint, version)
@@ -451,11 +449,11 @@ class TargetEngine:
             if cache is not None and torch.equal(cache.token_ids[0], ids[0, : cache.seq_len]):
                 return cache, stored, False
             blob, _ = self.translate_fn(ctx, self.name, text, deadline.remaining())
-            translated = self._decode_translated(blob, ids)  # blend recomputes the head too
+            translated = self._decode_translated(blob, ids)
             deadline.check("recompute")
             laps = Laps()
             with laps("recompute"):
-                blended = blend(self.lm, translated, point)
+                blended = with_native_rows(self.lm, translated, point)
             with laps("encode+store"):
                 blob = codec.encode(trim_to_windows(blended, self.lm.spec), self.storage_dtype)
                 self.store.put(key, blob)

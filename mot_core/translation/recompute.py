@@ -64,7 +64,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from mot_core.cache_ops import first_layer_kv, recompute_positions
+from mot_core.cache_ops import first_layer_kv, recompute_positions, replace_head
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
 
@@ -269,6 +269,14 @@ def blend(
         positions = torch.cat((positions, most_attended(cache.tail_attention[0], count, taken=positions)))
     head = torch.zeros(1, dtype=torch.long)
     return recompute_positions(target, cache, torch.cat((head, positions)), grad=grad)
+
+
+def with_native_rows(target: LoadedModel, cache: KVCache, point: OperatingPoint | None) -> KVCache:
+    """A translated ``cache`` with the rows the target computes itself: for pure translation
+    (``point`` None) its head alone (``cache_ops.replace_head``), at an operating point the point's
+    recompute (``blend``, which recomputes the head in the same pass). The one place that choice is
+    made, so serving, warm-up and the timed evaluation load the same cache."""
+    return replace_head(target, cache) if point is None else blend(target, cache, point)
 
 
 def most_attended(tail_attention: torch.Tensor, count: int, *, taken: torch.Tensor) -> torch.Tensor:
