@@ -42,33 +42,36 @@ PANELS = [
     ("QA retention", 0.5, True),
     ("translation / native prefill", 0.25, False),
 ]
+PANELS_FROM_JOURNAL = ("retention", "content gain", "retention − ridge")  # with bootstrap whiskers
 
 
-def run_values(directory: Path, rng: random.Random, resamples: int = 2000) -> dict[str, tuple[float, tuple | None]]:
-    """Per panel: the report's value and, where the journal gives one, its bootstrap interval."""
+def _with_margin(scored: dict[str, float]) -> dict[str, float]:
+    return scored | {"retention − ridge": scored["retention"] - scored["ridge"]}
+
+
+def run_values(directory: Path, rng: random.Random, resamples: int = 2000) -> tuple[dict, str]:
+    """Per panel, the run's value and, where its journal gives one, the bootstrap interval; and the
+    translator's matmul dtype the cost was measured with ("?" where the run did not record it)."""
     report = json.loads((directory / "report.json").read_text())
-    summary = report["per_context_length"][str(CONTEXT_TOKENS)]
     records = list(samples(directory / "progress.jsonl", CONTEXT_TOKENS).values())
-    draws = [scores([rng.choice(records) for _ in records]) for _ in range(resamples)]
-    draws = [d | {"retention − ridge": d["retention"] - d["ridge"]} for d in draws]
-    point = scores(records)
-    point["retention − ridge"] = point["retention"] - point["ridge"]
-    values = {name: (point[name], interval([d[name] for d in draws])) for name in ("retention", "content gain")}
-    values["retention − ridge"] = (point["retention − ridge"], interval([d["retention − ridge"] for d in draws]))
+    point = _with_margin(scores(records))
+    draws = [_with_margin(scores([rng.choice(records) for _ in records])) for _ in range(resamples)]
+    values = {name: (point[name], interval([d[name] for d in draws])) for name in PANELS_FROM_JOURNAL}
     if "qa_retention" in report:
         values["QA retention"] = (report["qa_retention"], None)
-    values["translation / native prefill"] = (summary["translate_over_prefill"], None)
+    cost = report["per_context_length"][str(CONTEXT_TOKENS)]["translate_over_prefill"]
+    values["translation / native prefill"] = (cost, None)
     machine = report["meta"].get("machine", {})  # runs before stop 49 did not record it
-    return values | {"dtype": {"bfloat16": "bf16", "float32": "fp32"}.get(machine.get("translator_dtype"), "?")}
+    return values, {"bfloat16": "bf16", "float32": "fp32"}.get(machine.get("translator_dtype"), "?")
 
 
 def main() -> None:
     rng = random.Random(0)
-    runs = [(label, run_values(HERE / path, rng)) for label, path in RUNS]
+    runs = [(label, *run_values(HERE / path, rng)) for label, path in RUNS]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(3.1 * len(PANELS) + 2.5, 0.55 * len(runs) + 1.6), sharey=True)
     ys = list(range(len(runs)))[::-1]
     for ax, (name, bar, higher) in zip(axes, PANELS, strict=True):
-        for y, (_, values) in zip(ys, runs, strict=True):
+        for y, (_, values, dtype) in zip(ys, runs, strict=True):
             if name not in values:
                 continue
             value, whisker = values[name]
@@ -77,13 +80,13 @@ def main() -> None:
             if whisker is not None:
                 ax.plot(whisker, [y, y], color=colour, lw=2, alpha=0.5)
             ax.plot([value], [y], "o", color=colour)
-            label = f"{value:.3f}" + (f" {values['dtype']}" if name.startswith("translation") else "")
+            label = f"{value:.3f}" + (f" {dtype}" if name.startswith("translation") else "")
             ax.annotate(label, (value, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
         ax.axvline(bar, color="black", ls="--", lw=1)
         ax.set_title(f"{name}\nbar {'≥' if higher else '≤'} {bar:g}", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         ax.margins(x=0.2)
-    axes[0].set_yticks(ys, [label for label, _ in runs], fontsize=8)
+    axes[0].set_yticks(ys, [label for label, *_ in runs], fontsize=8)
     fig.suptitle(
         f"Acceptance bars at {CONTEXT_TOKENS} tokens, 200 samples per run (green: met; whiskers: 95% bootstrap; "
         "cost on a CPU whose translator matmuls ran in bf16 or fp32, ?: not recorded)",
@@ -93,8 +96,8 @@ def main() -> None:
     out = HERE / "bars.png"
     fig.savefig(out, dpi=130)
     print(f"wrote {out}")
-    for label, values in runs:
-        shown = ", ".join(f"{k} {v[0]:.3f}" for k, v in values.items() if k != "dtype")
+    for label, values, _ in runs:
+        shown = ", ".join(f"{k} {v[0]:.3f}" for k, v in values.items())
         print(f"  {label.replace(chr(10), ' ')}: {shown}")
 
 
