@@ -29,6 +29,7 @@ RUNS = [
     ("Qwen2.5 · speeches + QA", "news-phrases/smollm2-135m__qwen2.5-0.5b"),
     ("Qwen2.5 · Wikipedia-style", "wiki-shipped/smollm2-135m__qwen2.5-0.5b"),
     ("Qwen2.5 · Moby-Dick", "moby-dick-shipped/smollm2-135m__qwen2.5-0.5b"),
+    ("Qwen2.5 at Q6\n(not shipped) · Moby-Dick", "moby-dick-q6/smollm2-135m__qwen2.5-0.5b"),
     ("Gemma-3 · speeches + QA", "gemma3-top1/smollm2-135m__gemma3-270m"),
     ("Gemma-3 · Wikipedia-style", "wiki-top1/smollm2-135m__gemma3-270m"),
     ("Gemma-3 · Moby-Dick", "moby-dick-top1/smollm2-135m__gemma3-270m"),
