@@ -207,7 +207,27 @@ class _KeysValuesUpTo(DynamicCache):
         return out
 
 
-def _fill_cache(lm: LoadedModel, model_cache: _KeysValuesUpTo, **inputs) -> None:
+class _RecomputedInPlace(DynamicCache):
+    """A full cache whose rows at ``positions`` each layer overwrites with the fresh keys/values of
+    the tokens recomputed there, attending over all of it (``_in_place_masks``). Appending them
+    instead, as a ``DynamicCache`` does, copied every layer twice more and had each query attend
+    over the stale rows too, masked. Ends the pass after ``last_layer``, as ``_KeysValuesUpTo``."""
+
+    def __init__(self, positions: torch.Tensor, last_layer: int, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        super().__init__(ddp_cache_data=layers)  # copies them (each layer concatenates onto an empty tensor)
+        self.positions = positions
+        self.last_layer = last_layer
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        layer = self.layers[layer_idx]
+        layer.keys.index_copy_(2, self.positions, key_states)
+        layer.values.index_copy_(2, self.positions, value_states)
+        if layer_idx == self.last_layer:
+            raise _StopForward
+        return layer.keys, layer.values
+
+
+def _fill_cache(lm: LoadedModel, model_cache: DynamicCache, **inputs) -> None:
     """Run the decoder (no LM head) until ``model_cache`` has what it needs."""
     try:
         lm.model.get_decoder()(cache=model_cache, use_cache=True, **inputs)
@@ -228,21 +248,35 @@ def first_layer_kv(lm: LoadedModel, token_ids: torch.Tensor | list[int]) -> tupl
 
 
 def _recompute_masks(spec: ArchSpec, seq_len: int, positions: torch.Tensor, attn_implementation: str):
-    """Masks ``[1, 1, m, seq_len + m]`` for the recomputed tokens, one per layer type.
+    """Masks ``[1, 1, m, seq_len + m]`` for tokens at ``positions`` whose fresh entries are appended
+    after the cache (``attention_to_cache``: tokens that follow it), one per layer type.
 
     Query ``j`` (at ``positions[j]``) sees the cached entries before it, except those being
-    recomputed, whose fresh entries (appended after the cache) it sees instead; sliding layers
-    also drop everything outside the window, as the model's own masks do.
+    recomputed, whose fresh entries it sees instead.
     """
     key_positions = torch.cat((torch.arange(seq_len), positions))
     replaced = torch.zeros(seq_len + positions.numel(), dtype=torch.bool)
     replaced[positions] = True
     query = positions[:, None]
     fresh = torch.arange(seq_len + positions.numel()) >= seq_len
-    causal = torch.where(fresh, key_positions <= query, (key_positions < query) & ~replaced)
+    visible = torch.where(fresh, key_positions <= query, (key_positions < query) & ~replaced)
+    return _per_layer_type(spec, visible, key_positions, query, attn_implementation)
+
+
+def _in_place_masks(spec: ArchSpec, seq_len: int, positions: torch.Tensor, attn_implementation: str):
+    """Masks ``[1, 1, m, seq_len]`` for tokens recomputed in place (``_RecomputedInPlace``): query
+    ``j`` sees every position up to its own, the recomputed ones holding their fresh entries."""
+    key_positions = torch.arange(seq_len)
+    query = positions[:, None]
+    return _per_layer_type(spec, key_positions <= query, key_positions, query, attn_implementation)
+
+
+def _per_layer_type(spec: ArchSpec, visible, key_positions, query, attn_implementation: str):
+    """``visible [m, K]`` as one mask per layer type: sliding layers also drop everything outside
+    the window, as the model's own masks do; eager attention takes an additive float mask."""
     masks = {}
     for layer_type, window in zip(spec.layer_types, spec.sliding_windows, strict=True):
-        mask = causal if window is None else causal & (key_positions > query - window)
+        mask = visible if window is None else visible & (key_positions > query - window)
         if attn_implementation == "eager":
             mask = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
         masks[layer_type] = mask[None, None]
@@ -275,21 +309,16 @@ def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tenso
     if int(positions[0]) < 0 or int(positions[-1]) >= cache.seq_len:
         raise ValueError(f"positions must lie in 0..{cache.seq_len - 1}")
     # the last layer's attention output and MLP would feed nothing
-    model_cache = _KeysValuesUpTo(cache.num_layers - 1, ddp_cache_data=_model_layers(lm, cache))
+    model_cache = _RecomputedInPlace(positions.to(lm.device), cache.num_layers - 1, _model_layers(lm, cache))
     _fill_cache(
         lm,
         model_cache,
         input_ids=cache.token_ids[:, positions].to(lm.device),
         position_ids=positions[None].to(lm.device),
-        attention_mask=_model_mask(lm, cache.seq_len, positions),
+        attention_mask=_model_mask(lm, cache.seq_len, positions, in_place=True),
     )
-    keys, values = [], []
-    for old_k, old_v, layer in zip(cache.keys, cache.values, model_cache.layers, strict=True):
-        k, v = old_k.clone(), old_v.clone()
-        k[:, :, positions] = layer.keys[:, :, cache.seq_len :].to(k.device, k.dtype)
-        v[:, :, positions] = layer.values[:, :, cache.seq_len :].to(v.device, v.dtype)
-        keys.append(k)
-        values.append(v)
+    keys = [layer.keys.to(old.device, old.dtype) for layer, old in zip(model_cache.layers, cache.keys, strict=True)]
+    values = [layer.values.to(old.device, old.dtype) for layer, old in zip(model_cache.layers, cache.values, strict=True)]
     return replace(cache, keys=keys, values=values)
 
 
@@ -299,9 +328,11 @@ def _model_layers(lm: LoadedModel, cache: KVCache) -> list[tuple[torch.Tensor, t
     return [(k.to(lm.device, dtype), v.to(lm.device, dtype)) for k, v in zip(cache.keys, cache.values, strict=True)]
 
 
-def _model_mask(lm: LoadedModel, seq_len: int, positions: torch.Tensor):
-    """``_recompute_masks`` as the model takes them: one 4-D mask, or one per layer type (hybrid models)."""
-    masks = _recompute_masks(lm.spec, seq_len, positions, lm.model.config._attn_implementation)
+def _model_mask(lm: LoadedModel, seq_len: int, positions: torch.Tensor, *, in_place: bool = False):
+    """``_recompute_masks`` (or ``_in_place_masks``) as the model takes them: one 4-D mask, or one
+    per layer type (hybrid models)."""
+    build = _in_place_masks if in_place else _recompute_masks
+    masks = build(lm.spec, seq_len, positions, lm.model.config._attn_implementation)
     if len(masks) == 1:
         return next(iter(masks.values())).to(lm.device)
     return {name: m.to(lm.device) for name, m in masks.items()}

@@ -131,4 +131,6 @@ def test_batch_of_two_contexts(tiny_models):
     assert cache.keys[0].shape[0] == 2
     logits = cache_ops.next_token_logits(lm, cache, ids[:, -1:])
     with torch.inference_mode():
-        torch.testing.assert_close(logits, lm.model(input_ids=ids).logits[:, -1], atol=1e-4, rtol=0)
+        # batched and single kernels sum in another order (1.5e-4 apart on an AMX Xeon); mixing the
+        # two contexts up would move the logits by far more
+        torch.testing.assert_close(logits, lm.model(input_ids=ids).logits[:, -1], atol=5e-4, rtol=0)

@@ -68,8 +68,11 @@ def test_recomputing_the_corrupted_positions_restores_the_native_cache(tiny_lm):
     native = _full_native_cache(tiny_lm, ids)
     positions = torch.tensor([3, 4, 11, 17, ids.shape[-1] - 2])
     corrupted = _corrupt(native, positions)
+    given = [t.clone() for t in (*corrupted.keys, *corrupted.values)]
     restored = cache_ops.recompute_positions(tiny_lm, corrupted, positions)
     _assert_same_cache(restored, native)
+    # the fresh rows are written into copies, never into the caller's cache
+    assert all(torch.equal(t, g) for t, g in zip((*corrupted.keys, *corrupted.values), given, strict=True))
     partly = cache_ops.recompute_positions(tiny_lm, corrupted, positions[:2])
     assert not torch.allclose(partly.keys[-1][:, :, 11], native.keys[-1][:, :, 11], atol=1e-3)
 
