@@ -213,7 +213,9 @@ class _RecomputedInPlace(DynamicCache):
     instead, as a ``DynamicCache`` does, copied every layer twice more and had each query attend
     over the stale rows too, masked. Ends the pass after ``last_layer``, as ``_KeysValuesUpTo``."""
 
-    def __init__(self, positions: torch.Tensor, last_layer: int, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def __init__(
+        self, positions: torch.Tensor, last_layer: int, layers: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> None:
         super().__init__(ddp_cache_data=layers)  # copies them (each layer concatenates onto an empty tensor)
         self.positions = positions
         self.last_layer = last_layer
@@ -317,8 +319,10 @@ def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tenso
         position_ids=positions[None].to(lm.device),
         attention_mask=_model_mask(lm, cache.seq_len, positions, in_place=True),
     )
-    keys = [layer.keys.to(old.device, old.dtype) for layer, old in zip(model_cache.layers, cache.keys, strict=True)]
-    values = [layer.values.to(old.device, old.dtype) for layer, old in zip(model_cache.layers, cache.values, strict=True)]
+    keys, values = [], []
+    for layer, old_k, old_v in zip(model_cache.layers, cache.keys, cache.values, strict=True):
+        keys.append(layer.keys.to(old_k.device, old_k.dtype))
+        values.append(layer.values.to(old_v.device, old_v.dtype))
     return replace(cache, keys=keys, values=values)
 
 
