@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 from transformers import DynamicCache
 
-from mot_core.benchmarks import timed_runs
+from mot_core.benchmarks import cpu_name, timed_runs
 from mot_core.cache_ops import prefill, to_model_cache
 from mot_core.journal import Journal, digest
 from mot_core.kv_cache import KVCache
@@ -298,6 +298,7 @@ def evaluate(
     timed = {"translated": point} | {name: v for name, v in variants.items() if not v.ablation}
     journal = journal if journal is not None else Journal()
     rows, per_length = [], {}
+    machine = timing_machine(target)
     prepare_one = lambda s: prepare(source, target, s, continuation_tokens, native_tail)  # noqa: E731
     for length, samples in samples_by_length.items():
         keys = [(f"{length}:{i}", _sample_inputs(samples, i)) for i in range(len(samples))]
@@ -309,7 +310,7 @@ def evaluate(
                     native_s, translate_s = time_translation(
                         source, target, translators["translated"], p, samples[i].context, timed
                     )
-                    record["timing"] = {"native_s": native_s, "translate_s": translate_s}
+                    record["timing"] = {"native_s": native_s, "translate_s": translate_s, "machine": machine}
                 journal.add(*keys[i], record)
                 bar.update()
         records = [r for r in (journal.get(*key) for key in keys) if r is not None]
@@ -324,6 +325,31 @@ def evaluate(
         }
         rows += length_rows
     return EvalResult(rows, per_length)
+
+
+def timing_machine(target: LoadedModel) -> str:
+    """What a sample's timings were measured on (the GPU's name, else the CPU's), kept with them: a
+    run resumed from its journal on another machine mixes two machines' ratios (``cost_by_machine``)."""
+    if target.device.type == "cuda":
+        return torch.cuda.get_device_name(target.device)
+    return cpu_name()
+
+
+def cost_by_machine(timings: list[dict]) -> dict[str, dict]:
+    """Per machine the timings came from (records before it was recorded: ``"not recorded"``), its
+    samples and the cost as the report computes it over all of them (median translation over median
+    prefill). Empty where one machine timed every sample."""
+    groups: dict[str, list[dict]] = {}
+    for t in timings:
+        groups.setdefault(t.get("machine", "not recorded"), []).append(t)
+    if len(groups) < 2:
+        return {}
+    out = {}
+    for machine, group in groups.items():
+        native = statistics.median(t["native_s"] for t in group)
+        translate = statistics.median(t["translate_s"]["translated"] for t in group)
+        out[machine] = {"samples": len(group), "translate_over_prefill": translate / native}
+    return out
 
 
 def _summarise(length: int, records: list[dict], variants: dict[str, Variant], timed) -> tuple[list[dict], dict]:
@@ -376,6 +402,8 @@ def _summarise(length: int, records: list[dict], variants: dict[str, Variant], t
         info["native_prefill_s"] = native_s
         info["translate_s"] = translate_s["translated"]
         info["translate_over_prefill"] = info["translate_s"] / native_s
+        if by_machine := cost_by_machine(timings):
+            info["cost_by_machine"] = by_machine
     return rows, info
 
 
@@ -513,6 +541,17 @@ def write_report(out: Path, result: EvalResult, qa: dict[str, float] | None, met
             f"{info.get('native_prefill_s', float('nan')):.3f} | {info.get('translate_s', float('nan')):.3f} | "
             f"{info.get('translate_over_prefill', float('nan')):.3f} |"
         )
+    for length, info in result.per_length.items():
+        if "cost_by_machine" in info:
+            parts = "; ".join(
+                f"{machine}: {m['translate_over_prefill']:.3f} ({m['samples']} samples)"
+                for machine, m in info["cost_by_machine"].items()
+            )
+            lines += [
+                "",
+                f"At {length} tokens the timings come from more than one machine (a resumed run); "
+                f"ratio by machine: {parts}.",
+            ]
     if qa is not None:
         lines += ["", "| QA condition | accuracy | QA retention |", "|---|---|---|"]
         for c, a in qa.items():

@@ -463,6 +463,30 @@ def test_a_condition_that_older_journal_records_lack_gets_no_row():
     assert rows[-1]["condition"] == "native-deranged" and "native_content_gain" in info
 
 
+def test_a_run_resumed_on_another_machine_reports_the_cost_of_each():
+    """Timings from two machines (a journal resumed elsewhere) get a ratio per machine beside the
+    pooled one; records from before the machine was recorded count as their own group."""
+    from mot_core.evaluation import _summarise
+
+    def record(native_s, translate_s, machine=None):
+        scores = {"nll": 2.0, "kl": 0.1, "top1": 3, "greedy": 1}
+        timing = {"native_s": native_s, "translate_s": {"translated": translate_s}}
+        if machine is not None:
+            timing["machine"] = machine
+        conditions = {c: dict(scores) for c in ("native", "none", "translated", "deranged")}
+        return {"tokens": 4, "greedy_tokens": 2, "conditions": conditions, "timing": timing}
+
+    one_machine = [record(4.0, 1.0, "cpu A"), record(5.0, 1.0, "cpu A")]
+    _, info = _summarise(6, one_machine, {}, {"translated": None})
+    assert "cost_by_machine" not in info
+    mixed = [*one_machine, record(2.0, 0.6, "cpu B"), record(3.0, 0.5)]
+    _, info = _summarise(6, mixed, {}, {"translated": None})
+    by_machine = info["cost_by_machine"]
+    assert by_machine["cpu A"] == {"samples": 2, "translate_over_prefill": pytest.approx(1.0 / 4.5)}
+    assert by_machine["cpu B"]["translate_over_prefill"] == pytest.approx(0.3)
+    assert by_machine["not recorded"]["samples"] == 1
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3_text"])
 def test_rows_and_caches_convert_both_ways(arch):
     """kv_rows then rows_to_cache gives the model's own cache back (head and K/V layout included)."""
