@@ -52,9 +52,9 @@ def apply_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor, tabl
     ``table``: ``cos_sin(rope, positions)``, if the caller already has it."""
     rot, passthrough = _split(keys, rope)
     cos, sin = table if table is not None else cos_sin(rope, positions)
-    cos = (cos * rope.attention_scaling).to(keys.dtype)
-    sin = (sin * rope.attention_scaling).to(keys.dtype)
-    return torch.cat((rot * cos + rotate_half(rot) * sin, passthrough), dim=-1)
+    if rope.attention_scaling != 1.0:
+        cos, sin = cos * rope.attention_scaling, sin * rope.attention_scaling
+    return _with_passthrough(rot * cos.to(keys.dtype) + rotate_half(rot) * sin.to(keys.dtype), passthrough)
 
 
 def remove_rope(
@@ -65,5 +65,13 @@ def remove_rope(
     compute = torch.float32 if keys.dtype in (torch.float16, torch.bfloat16) else keys.dtype
     cos, sin = table if table is not None else cos_sin(rope, positions)
     rot32 = rot.to(compute)
-    unrotated = (rot32 * cos - rotate_half(rot32) * sin) / rope.attention_scaling
-    return torch.cat((unrotated.to(keys.dtype), passthrough), dim=-1)
+    unrotated = rot32 * cos - rotate_half(rot32) * sin
+    if rope.attention_scaling != 1.0:
+        unrotated = unrotated / rope.attention_scaling
+    return _with_passthrough(unrotated.to(keys.dtype), passthrough)
+
+
+def _with_passthrough(rotated: torch.Tensor, passthrough: torch.Tensor) -> torch.Tensor:
+    """The rotated dims and the rest (partial rotary); with none left, ``rotated`` itself: a whole
+    copy of every layer's keys less (the models here rotate every dim)."""
+    return rotated if passthrough.shape[-1] == 0 else torch.cat((rotated, passthrough), dim=-1)
