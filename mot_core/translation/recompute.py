@@ -60,6 +60,7 @@ retention 0.708 -> 0.794, Qwen2.5 0.808 -> 0.876 (reports/experiments/attended-r
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
 import torch
@@ -111,7 +112,22 @@ def word_index(tokenizer, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.
     that follows a token ending with one ("Leon|ardo" is one word, " da" the next). From the
     decoded pieces, so it holds for byte-level BPE and SentencePiece tokenizers alike.
     """
-    return _word_index(tokenizer.batch_decode([[int(t)] for t in token_ids]))
+    return _word_index(token_pieces(tokenizer, token_ids))
+
+
+_PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {token id: its text alone}
+
+
+def token_pieces(tokenizer, token_ids: torch.Tensor) -> list[str]:
+    """Each token decoded on its own. A token's text alone is a function of the token, so each
+    tokenizer's are remembered as they are met: decoding a 1024-token context one token at a time
+    took ~4 ms a request (0.004x of Gemma-3's prefill on a CPU), for the same strings each time."""
+    known = _PIECES.setdefault(tokenizer, {})
+    ids = [int(t) for t in token_ids]
+    new = sorted(set(ids).difference(known))
+    if new:
+        known.update(zip(new, tokenizer.batch_decode([[i] for i in new]), strict=True))
+    return [known[i] for i in ids]
 
 
 def _word_index(pieces: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +148,7 @@ def phrase_index(tokenizer, token_ids: torch.Tensor) -> tuple[torch.Tensor, torc
     them (some tokenizers cut a space off as a token of its own); any other word (``word_index``)
     is a phrase on its own. Punctuation ends a run.
     """
-    pieces = tokenizer.batch_decode([[int(t)] for t in token_ids])
+    pieces = token_pieces(tokenizer, token_ids)
     words, alphanumeric = _word_index(pieces)
     text_of_word = [""] * (int(words.max()) + 1)
     for w, piece in zip(words.tolist(), pieces, strict=True):

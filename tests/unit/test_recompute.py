@@ -14,6 +14,7 @@ from mot_core.translation.recompute import (
     layer0_error,
     phrase_index,
     select_positions,
+    token_pieces,
     word_index,
 )
 
@@ -187,6 +188,15 @@ def test_recent_share_takes_the_last_tokens_and_the_rest_by_words():
     assert select_positions(scores, 0.375, recent=0.25).tolist() == [4, 6, 7]  # single tokens: 4, then the end
     with pytest.raises(ValueError, match="recent"):
         chosen(0.25, 0.5)  # the recent share is part of the fraction
+
+
+def test_token_pieces_are_each_token_decoded_alone(tiny_lm):
+    """Remembered per tokenizer, and the same as decoding each token on its own, repeats included."""
+    ids = _ids(tiny_lm)[0]
+    ids = torch.cat((ids, ids[:5]))  # tokens met before, in the same call and the next
+    expected = [tiny_lm.tokenizer.decode([int(t)]) for t in ids]
+    assert token_pieces(tiny_lm.tokenizer, ids) == expected
+    assert token_pieces(tiny_lm.tokenizer, ids) == expected
 
 
 def test_word_selection_recomputes_whole_surprising_words(tiny_lm):
