@@ -21,6 +21,7 @@ from transformers import DynamicCache
 from mot_core.arch import ArchSpec
 from mot_core.kv_cache import KVCache
 from mot_core.loading import LoadedModel
+from mot_core.recompute_attention import query_chunks
 from mot_core.rope import apply_rope, layer_tables, remove_rope
 
 
@@ -318,6 +319,7 @@ def _recompute_positions(lm: LoadedModel, cache: KVCache, positions: torch.Tenso
         input_ids=cache.token_ids[:, positions].to(lm.device),
         position_ids=positions[None].to(lm.device),
         attention_mask=_model_mask(lm, cache.seq_len, positions, in_place=True),
+        recompute_chunks=query_chunks(positions),
     )
     keys, values = [], []
     for layer, old_k, old_v in zip(model_cache.layers, cache.keys, cache.values, strict=True):

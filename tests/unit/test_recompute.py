@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from mot_core import cache_ops
+from mot_core import cache_ops, recompute_attention
 from mot_core.kv_cache import KVCache
 from mot_core.translation.recompute import (
     OperatingPoint,
@@ -59,15 +59,18 @@ def test_first_layer_kv_is_the_prefills_layer_0(tiny_lm):
     torch.testing.assert_close(values, native.values[0], rtol=1e-5, atol=1e-5)
 
 
-def test_recomputing_the_corrupted_positions_restores_the_native_cache(tiny_lm):
+@pytest.mark.parametrize("chunk", [32, 2], ids=["one-chunk", "chunks-of-2"])
+def test_recomputing_the_corrupted_positions_restores_the_native_cache(tiny_lm, chunk, monkeypatch):
     """Every wrong entry recomputed over an otherwise exact cache gives back the prefill, in every layer.
 
     This fails if the mask lets a recomputed token see a stale entry, misses its sliding window,
-    or puts fresh entries at the wrong positions.
+    or puts fresh entries at the wrong positions; with chunks of 2 queries, also if a chunk's keys
+    (``recompute_attention``) leave out one its queries see (the tiny Gemma's window is 8).
     """
+    monkeypatch.setattr(recompute_attention, "QUERY_CHUNK", chunk)
     ids = _ids(tiny_lm)
     native = _full_native_cache(tiny_lm, ids)
-    positions = torch.tensor([3, 4, 11, 17, ids.shape[-1] - 2])
+    positions = torch.tensor([3, 4, 11, 17, 20, ids.shape[-1] - 2])
     corrupted = _corrupt(native, positions)
     given = [t.clone() for t in (*corrupted.keys, *corrupted.values)]
     restored = cache_ops.recompute_positions(tiny_lm, corrupted, positions)
