@@ -202,31 +202,31 @@ class _KeysValuesUpTo(DynamicCache):
         self.last_layer = last_layer
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
-        out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        out = self._store(key_states, value_states, layer_idx, *args, **kwargs)
         if layer_idx == self.last_layer:
             raise _StopForward
         return out
 
+    def _store(self, key_states, value_states, layer_idx, *args, **kwargs):
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 
-class _RecomputedInPlace(DynamicCache):
+
+class _RecomputedInPlace(_KeysValuesUpTo):
     """A full cache whose rows at ``positions`` each layer overwrites with the fresh keys/values of
     the tokens recomputed there, attending over all of it (``_in_place_masks``). Appending them
     instead, as a ``DynamicCache`` does, copied every layer twice more and had each query attend
-    over the stale rows too, masked. Ends the pass after ``last_layer``, as ``_KeysValuesUpTo``."""
+    over the stale rows too, masked."""
 
     def __init__(
         self, positions: torch.Tensor, last_layer: int, layers: list[tuple[torch.Tensor, torch.Tensor]]
     ) -> None:
-        super().__init__(ddp_cache_data=layers)  # copies them (each layer concatenates onto an empty tensor)
+        super().__init__(last_layer, ddp_cache_data=layers)  # copies them (each onto an empty tensor)
         self.positions = positions
-        self.last_layer = last_layer
 
-    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+    def _store(self, key_states, value_states, layer_idx, *args, **kwargs):
         layer = self.layers[layer_idx]
         layer.keys.index_copy_(2, self.positions, key_states)
         layer.values.index_copy_(2, self.positions, value_states)
-        if layer_idx == self.last_layer:
-            raise _StopForward
         return layer.keys, layer.values
 
 

@@ -24,14 +24,13 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 QUERY_CHUNK = 32  # queries per chunk: fewer keys per query against one more attention call per chunk
 
 
-def query_chunks(positions: torch.Tensor, size: int | None = None) -> list[tuple[int, int, int, int]]:
-    """``(start, stop, first, last)`` per chunk of ``size`` (``QUERY_CHUNK``) of the sorted recomputed
+def query_chunks(positions: torch.Tensor) -> list[tuple[int, int, int, int]]:
+    """``(start, stop, first, last)`` per chunk of ``QUERY_CHUNK`` of the sorted recomputed
     ``positions``: its query rows ``start:stop`` and the first and last position among them."""
-    size = size or QUERY_CHUNK
     pos = positions.tolist()
     chunks = []
-    for start in range(0, len(pos), size):
-        stop = min(start + size, len(pos))
+    for start in range(0, len(pos), QUERY_CHUNK):
+        stop = min(start + QUERY_CHUNK, len(pos))
         chunks.append((start, stop, pos[start], pos[stop - 1]))
     return chunks
 
