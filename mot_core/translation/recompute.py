@@ -73,6 +73,7 @@ SELECTIONS = ("phrases", "words", "surprisal", "error", "random")
 DEFAULT_SELECTION = "words"
 GROUPED = ("phrases", "words")  # selections that take whole groups of tokens (select_positions(words=...))
 NAME_BONUS = 3.0  # surprisal (nats) added to the tokens of capitalised and numeric words by "phrases"
+SHARE_TOLERANCE = 1e-9  # shares that sum to the fraction in decimal may not in binary (0.02 + 0.1 > 0.12)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,11 @@ class OperatingPoint:
     def __post_init__(self) -> None:
         if self.selection not in SELECTIONS:
             raise ValueError(f"unknown selection {self.selection!r}; choose from {SELECTIONS}")
-        if not (min(self.recent, self.attended) >= 0.0 and self.recent + self.attended <= self.fraction <= 1.0):
+        if not (
+            min(self.recent, self.attended) >= 0.0
+            and self.fraction <= 1.0
+            and self.recent + self.attended <= self.fraction + SHARE_TOLERANCE
+        ):
             raise ValueError(
                 f"need recent and attended shares >= 0, their sum <= fraction <= 1; got recent {self.recent}, "
                 f"attended {self.attended}, fraction {self.fraction}"
@@ -203,7 +208,7 @@ def select_positions(
         raise ValueError(f"unknown selection {selection!r}; choose from {SELECTIONS}")
     if (selection in GROUPED) != (words is not None):
         raise ValueError("the words and phrases selections, and only they, take the word index (word_index)")
-    if not 0.0 <= recent <= fraction <= 1.0:
+    if not (0.0 <= recent <= fraction + SHARE_TOLERANCE and fraction <= 1.0):
         raise ValueError(f"need 0 <= recent <= fraction <= 1, got recent={recent}, fraction={fraction}")
     length = scores.numel()
     count = min(round(fraction * length), length - 1)

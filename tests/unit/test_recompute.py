@@ -346,6 +346,9 @@ def test_an_attended_share_recomputes_what_the_source_saw_the_end_read_most(tiny
     read_most = shares.topk(round(0.5 * keep) - chosen.numel()).indices
     assert changed.nonzero().flatten().tolist() == sorted(chosen.tolist() + read_most.tolist())
     assert changed.sum() == round(0.5 * keep) and not set(read_most.tolist()) & set(chosen.tolist())
+    whole = OperatingPoint(0.12, selection="random", recent=0.02, attended=0.1)  # no budget left to the selection
+    moved = (blend(tiny_lm, corrupted, whole).keys[-1] - corrupted.keys[-1]).abs().amax(-1).amax(1)[0] > 1e-3
+    assert moved[1:].sum() == round(0.12 * keep)  # the head (position 0) is not corrupted: rounding moves it
     corrupted.tail_attention = None
     with pytest.raises(ValueError, match="tail attention"):
         blend(tiny_lm, corrupted, point)
@@ -357,6 +360,7 @@ def test_an_operating_point_is_checked_once_and_labelled_as_the_store_keys_name_
     assert OperatingPoint(0.1, "phrases", recent=0.03).label == "phrases0.1r0.03"
     assert OperatingPoint(0.12, "phrases", 0.02, 0.03).label == "phrases0.12r0.02a0.03"
     assert OperatingPoint(0.1, "phrases", 0.03, 0.07)  # the shares may fill the fraction
+    assert OperatingPoint(0.12, "phrases", 0.02, 0.1)  # in decimal: 0.02 + 0.1 > 0.12 in binary
     with pytest.raises(ValueError, match="unknown selection 'names'"):
         OperatingPoint(0.1, "names")
     with pytest.raises(ValueError, match="their sum <= fraction"):
