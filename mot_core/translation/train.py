@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from mot_core.cache_ops import to_model_cache
+from mot_core.cache_ops import attention_to_cache, to_model_cache
 from mot_core.errors import MotError
 from mot_core.loading import LoadedModel
 from mot_core.translation.features import key_columns
@@ -99,6 +99,11 @@ class Recipe:
     # too little of the passage). Measured in reports/experiments/foreign-distillation/: the control
     # falls, and retention with it; off by default
     foreign_weight: float = 0.0
+    # weight each position's row error by how much the native continuation reads it
+    # (``read_shares``): 0 weighs all positions alike, 1 by what is read alone. At inference,
+    # recomputing the positions a continuation reads lifts text out of register most
+    # (reports/experiments/attended-recompute/); this asks the translator for those rows first
+    read_weight: float = 0.0
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -198,10 +203,27 @@ def sample_loss(
         if recipe.value_weight != 1.0:
             keys = key_columns(target.spec).to(error.device)
             error = error * torch.where(keys, 1.0, recipe.value_weight)
-        mse = error.mean()
+        mse = error.mean() if recipe.read_weight == 0 else _read_weighted(error, read_shares(target, prepared), recipe)
         loss = loss + recipe.mse_weight * mse
         parts["mse"] = mse.item()
     return loss, parts
+
+
+@torch.no_grad()
+def read_shares(target: LoadedModel, prepared: PreparedSample) -> torch.Tensor:
+    """``[keep]``, summing to 1: how much the native tail and continuation read each cached position
+    (``cache_ops.attention_to_cache``; position 0, the attention sink, reads as 0)."""
+    queries = torch.cat((prepared.tail_ids, prepared.continuation_ids), dim=-1)
+    shares = attention_to_cache(target, prepared.native_cache, queries)
+    return shares / shares.sum().clamp_min(1e-12)
+
+
+def _read_weighted(error: torch.Tensor, shares: torch.Tensor, recipe: Recipe) -> torch.Tensor:
+    """The row loss of ``error [keep-1, L, F]`` (positions 1..keep-1), each position weighted by
+    ``1 - read_weight`` of a uniform share and ``read_weight`` of what is read there; the mean when 0."""
+    read = shares[1 : error.shape[0] + 1].to(error.device)
+    weights = (1 - recipe.read_weight) / error.shape[0] + recipe.read_weight * read / read.sum().clamp_min(1e-12)
+    return (error.mean((1, 2)) * weights).sum()
 
 
 @torch.no_grad()

@@ -108,6 +108,15 @@ def train(
             "the translated values are what break: reports/experiments/copying/).",
         ),
     ] = 1.0,
+    read_weight: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Weight each position's cache-row error by how much the native continuation reads it: 0 "
+            "weighs all positions alike, 1 by what is read alone (the rows a continuation needs right first).",
+        ),
+    ] = 0.0,
     first_layer_input: Annotated[
         bool,
         typer.Option(
@@ -213,6 +222,7 @@ def train(
         content_focus=content_focus,
         foreign_weight=foreign_weight,
         value_weight=value_weight,
+        read_weight=read_weight,
         first_layer_input=first_layer_input,
         exact_first_layer=exact_first_layer,
         val_every=val_every,

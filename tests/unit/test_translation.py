@@ -526,6 +526,34 @@ def test_value_weight_scales_the_value_part_of_the_row_loss(pair, samples):
     assert loss[3.0] == pytest.approx(keys + 3 * values, rel=1e-4)
 
 
+def test_read_weight_weighs_each_positions_row_error_by_what_the_continuation_reads(pair, samples):
+    """read_weight 0 is the plain mean, 1 the error weighted by the native continuation's reading
+    of each position (position 0, the sink, aside), and the loss is linear in between."""
+    from mot_core.translation.objective import prepare, translated_rows
+    from mot_core.translation.train import _new_translator, read_shares
+
+    source, target = pair
+    train, _ = samples
+    prepared = prepare(source, target, train[0], 8, 2)
+    translator = _new_translator(source, target, Recipe(native_tail=2), [prepared])
+    shares = read_shares(target, prepared)
+    assert shares.shape == (prepared.keep,) and shares[0] == 0 and shares.sum() == pytest.approx(1.0)
+    assert shares[1:].std() > 0.1 * shares[1:].mean()  # not uniform: the weighting can differ from the mean
+    rows_only = {"native_tail": 2, "kl_weight": 0.0, "ce_weight": 0.0}
+    loss = {
+        w: sample_loss(translator, source, target, prepared, Recipe(**rows_only, read_weight=w))[0].item()
+        for w in (0.0, 0.5, 1.0)
+    }
+    keep = prepared.keep
+    with torch.no_grad():
+        rows = translated_rows(translator, prepared, target)
+        error = (((rows[1:keep] - prepared.native_rows[1:keep]) / translator.target_std) ** 2).mean((1, 2))
+    assert loss[0.0] == pytest.approx(error.mean().item(), rel=1e-4)
+    assert loss[1.0] == pytest.approx((error * shares[1:keep]).sum().item() / shares[1:keep].sum().item(), rel=1e-4)
+    assert loss[1.0] != pytest.approx(loss[0.0], rel=1e-3)
+    assert loss[0.5] == pytest.approx((loss[0.0] + loss[1.0]) / 2, rel=1e-4)
+
+
 def test_recomputing_every_token_gives_the_native_numbers(pair, ridge, samples):
     """The quality knob's end point: fraction 1 is the target's own prefill, whatever the translator."""
     source, target = pair
