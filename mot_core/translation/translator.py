@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as serialised
 from torch import nn
 
 from mot_core.alignment import Alignment, align
@@ -260,7 +261,10 @@ class CacheTranslator(nn.Module):
             digest.update(name.encode())
             digest.update(tensors[name].view(torch.uint8).numpy().tobytes() if tensors[name].numel() else b"")
         self.card.version = f"{self.kind}-{digest.hexdigest()[:16]}"
-        save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"kind": self.kind, "version": self.card.version})
+        # bytes written by Python, not ``save_file``: that one creates the file 0600 whatever the umask,
+        # which a service running as another user (the image's uid 1000) could not read from a volume
+        weights = serialised(tensors, metadata={"kind": self.kind, "version": self.card.version})
+        (directory / WEIGHTS_FILE).write_bytes(weights)
         (directory / CARD_FILE).write_text(json.dumps(asdict(self.card), indent=2))
         return directory
 

@@ -3,6 +3,8 @@
 import itertools
 import json
 import math
+import os
+import stat
 
 import pytest
 import torch
@@ -136,8 +138,14 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
         assert torch.equal(a, b), name
     assert loaded.card.metrics["validation"]["step"] == 3
     rerouted = loaded.with_top_k(1)  # same weights, computing something else
-    rerouted.save(tmp_path / "top1")
+    previous = os.umask(0o022)
+    try:
+        rerouted.save(tmp_path / "top1")
+    finally:
+        os.umask(previous)
     assert rerouted.card.version != trained.card.version
+    # readable by a service running as another user (the image's uid 1000 reading a mounted volume)
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o644 for f in (tmp_path / "top1").iterdir())
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
