@@ -114,7 +114,8 @@ def train(
             min=0.0,
             max=1.0,
             help="Weight each position's cache-row error by how much the native continuation reads it: 0 "
-            "weighs all positions alike, 1 by what is read alone (the rows a continuation needs right first).",
+            "weighs all positions alike, 1 by what is read alone (measured: no change, "
+            "reports/experiments/read-weight/).",
         ),
     ] = 0.0,
     first_layer_input: Annotated[
