@@ -346,10 +346,16 @@ def cost_by_machine(timings: list[dict]) -> dict[str, dict]:
         return {}
     out = {}
     for machine, group in groups.items():
-        native = statistics.median(t["native_s"] for t in group)
-        translate = statistics.median(t["translate_s"]["translated"] for t in group)
-        out[machine] = {"samples": len(group), "translate_over_prefill": translate / native}
+        native, translate = _median_timings(group, ["translated"])
+        out[machine] = {"samples": len(group), "translate_over_prefill": translate["translated"] / native}
     return out
+
+
+def _median_timings(timings: list[dict], labels) -> tuple[float, dict[str, float]]:
+    """The median native prefill and, per label, the median translation over ``timings`` (non-empty):
+    what a report's cost is the ratio of."""
+    native = statistics.median(t["native_s"] for t in timings)
+    return native, {label: statistics.median(t["translate_s"][label] for t in timings) for label in labels}
 
 
 def _summarise(length: int, records: list[dict], variants: dict[str, Variant], timed) -> tuple[list[dict], dict]:
@@ -367,8 +373,7 @@ def _summarise(length: int, records: list[dict], variants: dict[str, Variant], t
     present = [c for c in CONDITIONS if c in sums] + [c for c in sums if c not in CONDITIONS]
     nll = {c: sums[c]["nll"] / tokens for c in present}
     timings = [r["timing"] for r in records if "timing" in r]
-    native_s = statistics.median(t["native_s"] for t in timings) if timings else None
-    translate_s = {label: statistics.median(t["translate_s"][label] for t in timings) for label in timed if timings}
+    native_s, translate_s = _median_timings(timings, timed) if timings else (None, {})
     rows = []
     for c in present:
         row = {

@@ -221,9 +221,10 @@ def read_shares(target: LoadedModel, prepared: PreparedSample) -> torch.Tensor:
 
 def _read_weighted(error: torch.Tensor, shares: torch.Tensor, recipe: Recipe) -> torch.Tensor:
     """The row loss of ``error [keep-1, L, F]`` (positions 1..keep-1), each position weighted by
-    ``1 - read_weight`` of a uniform share and ``read_weight`` of what is read there; the mean when 0."""
+    ``1 - read_weight`` of a uniform share and ``read_weight`` of its ``read_shares`` (which give the
+    sink, position 0, nothing: those of 1..keep-1 sum to 1); the mean when 0."""
     read = shares[1 : error.shape[0] + 1].to(error.device)
-    weights = (1 - recipe.read_weight) / error.shape[0] + recipe.read_weight * read / read.sum().clamp_min(1e-12)
+    weights = (1 - recipe.read_weight) / error.shape[0] + recipe.read_weight * read
     return (error.mean((1, 2)) * weights).sum()
 
 
