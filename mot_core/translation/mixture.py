@@ -20,6 +20,10 @@ characters overlap; what a value row needs first is the target's own token, and 
 training register that is where the values break (``reports/experiments/token-features/``).
 Trained end to end it has not yet helped (``reports/experiments/first-layer-input/``); it is
 off by default and in no shipped translator.
+
+With ``context_heads`` a few heads of causal attention over the context's positions
+(``context_attention.ContextAttention``) are one more linear input per target layer, so that a
+position's rows can draw on earlier positions' source rows, which nothing else here reads.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from mot_core.translation.context_attention import ContextAttention
 from mot_core.translation.translator import CacheTranslator, TranslatorCard
 
 
@@ -51,6 +56,7 @@ class MixtureTranslator(CacheTranslator):
         mixes: int = 1,
         first_layer_input: bool = False,
         exact_first_layer: bool = True,
+        context_heads: int = 0,
     ) -> None:
         super().__init__(card)
         self.top_k, self.target_windows = top_k, list(target_windows)
@@ -71,6 +77,9 @@ class MixtureTranslator(CacheTranslator):
             self.first_layer_map = nn.Parameter(torch.zeros(lt, ft, ft))
             self.register_buffer("first_layer_mean", torch.zeros(ft))
             self.register_buffer("first_layer_std", torch.ones(ft))
+        if context_heads:  # zero map: adding the block to a trained translator changes nothing
+            self.context = ContextAttention(ls, fs, context_heads)
+            self.context_map = nn.Parameter(torch.zeros(lt, self.context.width, ft))
         # serving copies of the weights, output scale folded in: (state, {(layers, dtype): weights})
         self._cast: tuple[tuple, dict] | None = None
 
@@ -159,6 +168,21 @@ class MixtureTranslator(CacheTranslator):
         wider.first_layer_std.copy_(first_layer_rows.std(0).clamp_min(1e-4))
         return wider
 
+    @property
+    def reads_context(self) -> bool:
+        return hasattr(self, "context_map")
+
+    def with_context_attention(self, heads: int) -> MixtureTranslator:
+        """A copy with ``heads`` heads of causal attention over the context (``ContextAttention``)
+        that computes exactly what this one does (its output map is zero), to fine-tune from."""
+        if self.reads_context:
+            raise ValueError("this translator already attends over its context")
+        card = copy.deepcopy(self.card)
+        card.config["context_heads"] = heads
+        grown = MixtureTranslator.from_card(card).to(self.base.device)
+        grown.load_state_dict(self.state_dict(), strict=False)
+        return grown
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # checkpoints from before ``mixes`` hold one mixture per target layer without its axis
         for name in ("layer_logits", "base"):
@@ -170,12 +194,19 @@ class MixtureTranslator(CacheTranslator):
     def _layer_weights(self, layers: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The weights of target ``layers`` in the layout ``_layers`` multiplies them in:
         ``bias [l, Ft]``, ``base [l, M, Fs, Ft]``, ``router [l, Fs, E]``, ``w_in [l, Fs, E*H]``,
-        ``w_out [l, E*H, Ft]`` and, when it reads the target's layer 0, ``first_layer_map [l, Ft, Ft]``."""
+        ``w_out [l, E*H, Ft]``, then the maps of the extra inputs (``_extra_inputs``): when it reads
+        the target's layer 0, ``first_layer_map [l, Ft, Ft]``; when it attends over the context,
+        ``context_map [l, C, Ft]``."""
         count, (experts, width, hidden) = len(layers), self.w_in.shape[1:]
         w_in = self.w_in[layers].permute(0, 2, 1, 3).reshape(count, width, experts * hidden)
         w_out = self.w_out[layers].reshape(count, experts * hidden, -1)
         weights = (self.base_bias[layers], self.base[layers], self.router[layers], w_in, w_out)
-        return weights + (self.first_layer_map[layers],) if self.reads_first_layer else weights
+        return weights + tuple(extra[layers] for extra in self._extra_maps())
+
+    def _extra_maps(self) -> list[nn.Parameter]:
+        """The maps of the inputs besides the source rows, in the order ``_extra_inputs`` gives them."""
+        maps = [self.first_layer_map] if self.reads_first_layer else []
+        return maps + [self.context_map] if self.reads_context else maps
 
     def _serving_weights(self, layers: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``_layer_weights`` for serving: the target's output scale and mean folded into the maps
@@ -202,18 +233,18 @@ class MixtureTranslator(CacheTranslator):
         key = (tuple(layers.tolist()), dtype)
         weights = kept[1].get(key)
         if weights is None:
-            bias, base, router, w_in, w_out, *first_layer_map = self._layer_weights(layers)
+            bias, base, router, w_in, w_out, *extra_maps = self._layer_weights(layers)
             std, mean = self.target_std[layers], self.target_mean[layers]
             bias = bias * std + mean
             base, w_out = base * std[:, None, None], w_out * std[:, None]
-            first_layer_map = [w * std[:, None] for w in first_layer_map]
-            weights = (bias, *(w.to(dtype) for w in (base, router, w_in, w_out, *first_layer_map)))
+            extra_maps = [w * std[:, None] for w in extra_maps]
+            weights = (bias, *(w.to(dtype) for w in (base, router, w_in, w_out, *extra_maps)))
             kept[1][key] = weights
         return weights
 
-    def _layers(self, mixed: torch.Tensor, layers: torch.Tensor, tokens: torch.Tensor | None) -> torch.Tensor:
-        """``mixed [l, M, T, Fs]`` (and the standardised layer-0 rows ``tokens [T, Ft]`` of the
-        target, if it reads them) for target ``layers`` -> rows ``[l, T, Ft]`` in the target's units.
+    def _layers(self, mixed: torch.Tensor, layers: torch.Tensor, extra_inputs: list[torch.Tensor]) -> torch.Tensor:
+        """``mixed [l, M, T, Fs]`` (and the ``_extra_inputs``, each ``[T, *]``) for target ``layers``
+        -> rows ``[l, T, Ft]`` in the target's units.
 
         Layer-major throughout, so every product is a batched matmul over target layers with no
         transposed copy of ``mixed`` (at 1024 tokens it is ~150 MB: copying it cost more than the
@@ -223,12 +254,12 @@ class MixtureTranslator(CacheTranslator):
         count, mixes, seq_len, _ = mixed.shape
         serving = not torch.is_grad_enabled()
         weights = self._serving_weights(layers) if serving else self._layer_weights(layers)
-        bias, base, router, w_in, w_out, *first_layer_map = weights
+        bias, base, router, w_in, w_out, *extra_maps = weights
         out = bias[:, None].expand(count, seq_len, -1)
         for m in range(mixes):
             out = torch.baddbmm(out, mixed[:, m], base[:, m])
-        if tokens is not None:
-            out = torch.baddbmm(out, tokens.expand(count, -1, -1), first_layer_map[0])
+        for extra, extra_map in zip(extra_inputs, extra_maps, strict=True):
+            out = torch.baddbmm(out, extra.to(mixed.dtype).expand(count, -1, -1), extra_map)
         primary = mixed[:, 0]  # [l, T, Fs]
         gate_logits = torch.bmm(primary, router)  # [l, T, E]
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)
@@ -269,9 +300,7 @@ class MixtureTranslator(CacheTranslator):
         if self.reads_first_layer and (first_layer is None or first_layer.shape[0] != seq_len):
             raise ValueError(f"this translator reads the target's layer-0 rows of all {seq_len} tokens")
         x = self._standardised_layer_major(aligned)  # [Ls, T, Fs]
-        tokens = None
-        if self.reads_first_layer:
-            tokens = (first_layer.to(x.dtype) - self.first_layer_mean) / self.first_layer_std
+        extra_inputs = self._extra_inputs(x, first_layer)
         mix = self.layer_logits.softmax(-1)  # [Lt, M, Ls]
         target_layers, target_width = self.target_mean.shape
         rows = None  # [Lt, T, Ft]
@@ -285,8 +314,7 @@ class MixtureTranslator(CacheTranslator):
             source = x[:, seq_len - kept :]
             weights = mix[layers].reshape(-1, source.shape[0])  # [l*M, Ls]
             mixed = (weights @ source.reshape(source.shape[0], -1)).view(len(layers), self.mixes, kept, -1)
-            kept_tokens = None if tokens is None else tokens[seq_len - kept :]
-            pred = self._layers(mixed, layers, kept_tokens).to(aligned.dtype)
+            pred = self._layers(mixed, layers, [e[seq_len - kept :] for e in extra_inputs]).to(aligned.dtype)
             if len(predicted) == target_layers and kept == seq_len:
                 rows = pred  # every layer, every position (no sliding layers, or all_positions): no copy
                 continue
@@ -298,6 +326,17 @@ class MixtureTranslator(CacheTranslator):
             rows = aligned.new_zeros(target_layers, seq_len, target_width) if rows is None else rows
             rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
+
+    def _extra_inputs(self, source: torch.Tensor, first_layer: torch.Tensor | None) -> list[torch.Tensor]:
+        """The inputs of every target layer besides the source mixtures, each ``[T, *]``: the
+        target's standardised layer-0 rows, if it reads them, then the context attention's output
+        over the standardised source rows ``source [Ls, T, Fs]``, if it has one."""
+        inputs = []
+        if self.reads_first_layer:
+            inputs.append((first_layer.to(source.dtype) - self.first_layer_mean) / self.first_layer_std)
+        if self.reads_context:
+            inputs.append(self.context(source))
+        return inputs
 
 
 def routes_experts(device: torch.device) -> bool:

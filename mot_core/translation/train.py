@@ -105,6 +105,9 @@ class Recipe:
     # (reports/experiments/attended-recompute/); this asks the translator for those rows first.
     # Measured in reports/experiments/read-weight/: no change against its control; off by default
     read_weight: float = 0.0
+    # heads of causal attention over the context inside the translator (MixtureTranslator, context_heads);
+    # with ``init``, added to the translator being fine-tuned at zero weight
+    context_heads: int = 0
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -118,6 +121,7 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
         top_k=recipe.top_k,
         hidden=recipe.hidden,
         mixes=recipe.mixes,
+        context_heads=recipe.context_heads,
     )
     translator = MixtureTranslator.from_card(card)
     src = torch.cat([p.aligned_rows[1:] for p in stats])  # row 0 may be an empty-span BOS
@@ -330,6 +334,8 @@ def train_pair(
         if recipe.first_layer_input and not translator.reads_first_layer:
             rows = _first_layer_stats(statistics())
             translator = translator.with_first_layer_input(rows, exact=recipe.exact_first_layer).train()
+        if recipe.context_heads and not translator.reads_context:
+            translator = translator.with_context_attention(recipe.context_heads).train()
     else:
         translator = _new_translator(source, target, recipe, statistics())
     if recipe.recompute is not None:

@@ -134,6 +134,16 @@ def train(
             "predicting layer 0 like the others.",
         ),
     ] = True,
+    context_heads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Heads of causal attention over the context's positions inside the translator (0: none), so "
+            "a position's rows can draw on earlier positions. With --init, added to the translator being "
+            "fine-tuned at zero weight (it starts where it was). Off in the shipped translators: "
+            "reports/experiments/context-attention/.",
+        ),
+    ] = 0,
     news: Annotated[
         float,
         typer.Option(
@@ -226,6 +236,7 @@ def train(
         read_weight=read_weight,
         first_layer_input=first_layer_input,
         exact_first_layer=exact_first_layer,
+        context_heads=context_heads,
         val_every=val_every,
         seed=seed,
     )

@@ -1006,6 +1006,61 @@ def test_the_target_first_layer_input_starts_where_the_translator_was(tmp_path, 
     torch.testing.assert_close(served.values[0], native.values[0], rtol=0, atol=1e-6)
 
 
+def test_context_attention_starts_where_the_translator_was_and_stays_causal(tmp_path, pair, samples):
+    """Adding attention over the context changes nothing until its map is trained; then a position's
+    rows draw on earlier positions (a change at position j moves rows after j) and never on later ones
+    (the causal alignment's promise holds); fine-tuning trains the map, and it saves and loads."""
+    from mot_core.translation.objective import prepare
+
+    source, target = pair
+    train, val = samples
+    small = dict(context_tokens=[6], continuation_tokens=8, val_every=10, val_samples=2, stats_samples=4, native_tail=2)
+    plain = train_pair(source, target, train, val, Recipe(steps=2, mixes=1, **small), tmp_path / "plain")
+    prepared = prepare(source, target, val[0], 8, 2)
+    rows = prepared.aligned_rows[: prepared.keep]
+    attending = plain.with_context_attention(2)
+    assert attending.reads_context and attending.card.config["context_heads"] == 2
+    with pytest.raises(ValueError, match="already"):
+        attending.with_context_attention(2)
+    with torch.no_grad():
+        torch.testing.assert_close(attending.predict_rows(rows), plain.predict_rows(rows))
+        attending.context_map.normal_(std=0.5)
+        before = attending.predict_rows(rows, all_positions=True)
+        j = 2
+        moved = rows.clone()
+        moved[j] += 3.0
+        after = attending.predict_rows(moved, all_positions=True)
+        plain_after = plain.predict_rows(moved, all_positions=True)
+    torch.testing.assert_close(after[:j], before[:j])  # nothing reads a later position
+    assert not torch.allclose(after[j + 1 :], before[j + 1 :], atol=1e-4)  # later positions read position j
+    torch.testing.assert_close(plain_after[j + 1 :], plain.predict_rows(rows, all_positions=True)[j + 1 :])
+    long_rows = rows[torch.arange(20) % len(rows)]  # longer than the tiny Gemma's sliding window of 8
+    with torch.no_grad():  # a sliding layer's kept positions get the rows they get with every position
+        kept, every = attending.predict_rows(long_rows), attending.predict_rows(long_rows, all_positions=True)
+    sliding = [i for i, w in enumerate(attending.target_windows) if w is not None]
+    assert sliding
+    for layer in sliding:
+        start = len(long_rows) - (attending.target_windows[layer] - 1)
+        torch.testing.assert_close(kept[start:, layer], every[start:, layer])
+        assert not kept[:start, layer].any()
+
+    tuned = train_pair(
+        source,
+        target,
+        train,
+        val,
+        Recipe(steps=3, lr=1e-2, mixes=1, init=str(tmp_path / "plain"), context_heads=2, **small),
+        tmp_path / "tuned",
+    )
+    assert tuned.context_map.abs().sum() > 0
+    loaded = load_translator(tmp_path / "tuned")
+    assert loaded.reads_context
+    for name, tensor in tuned.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.inference_rows(rows), tuned.predict_rows(rows), rtol=2e-2, atol=2e-2)
+
+
 def test_foreign_continuations_come_from_the_same_register_and_another_document():
     from mot_core.translation.samples import Sample
     from mot_core.translation.train import foreign_index
