@@ -108,6 +108,9 @@ class Recipe:
     # heads of causal attention over the context inside the translator (MixtureTranslator, context_heads);
     # with ``init``, added to the translator being fine-tuned at zero weight
     context_heads: int = 0
+    # learning rate of the context attention (its block and map); None: ``lr``. A block added to a
+    # trained translator starts from a zero map, which at the fine-tuning rate barely leaves zero
+    context_lr: float | None = None
 
 
 def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, stats: list[PreparedSample]):
@@ -280,6 +283,16 @@ def _lr_factor(step: int, steps: int, warmup: int = 20) -> float:
     return min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps))
 
 
+def _parameter_groups(translator: MixtureTranslator, recipe: Recipe) -> list[dict]:
+    """The optimiser's parameter groups, each with the ``base_lr`` the schedule scales."""
+    own, context = [], []
+    for name, param in translator.named_parameters():
+        (context if name == "context_map" or name.startswith("context.") else own).append(param)
+    context_lr = recipe.lr if recipe.context_lr is None else recipe.context_lr
+    groups = [(own, recipe.lr), (context, context_lr)]
+    return [{"params": params, "lr": lr, "base_lr": lr} for params, lr in groups if params]
+
+
 def _save(translator: MixtureTranslator, optimizer: torch.optim.Optimizer, step: int, out: Path) -> None:
     translator.save(out)
     names = {id(p): n for n, p in translator.named_parameters()}
@@ -351,7 +364,7 @@ def train_pair(
         raise MotError(
             "training through the recompute needs an operating point: --recompute, or an --init that has one"
         )
-    optimizer = torch.optim.AdamW(translator.parameters(), lr=recipe.lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(_parameter_groups(translator, recipe), weight_decay=0.0)
     step, history, row_steps, warned = 0, [], 0, False
     latest: dict[str, tuple[int, PreparedSample]] = {}  # register -> (index, prepared) of its latest sample
     if (out / STATE_FILE).is_file():
@@ -389,7 +402,7 @@ def train_pair(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(translator.parameters(), 1.0)
         for group in optimizer.param_groups:
-            group["lr"] = recipe.lr * _lr_factor(step, recipe.steps)
+            group["lr"] = group["base_lr"] * _lr_factor(step, recipe.steps)
         optimizer.step()
         step += 1
         bar.update(1)

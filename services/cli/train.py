@@ -144,6 +144,14 @@ def train(
             "reports/experiments/context-attention/.",
         ),
     ] = 0,
+    context_lr: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="Learning rate of the context attention (--context-heads); default: --lr. A block added "
+            "to a trained translator starts from zero and barely leaves it at a fine-tuning rate.",
+        ),
+    ] = None,
     news: Annotated[
         float,
         typer.Option(
@@ -237,6 +245,7 @@ def train(
         first_layer_input=first_layer_input,
         exact_first_layer=exact_first_layer,
         context_heads=context_heads,
+        context_lr=context_lr,
         val_every=val_every,
         seed=seed,
     )

@@ -1059,6 +1059,15 @@ def test_context_attention_starts_where_the_translator_was_and_stays_causal(tmp_
         assert torch.equal(loaded.state_dict()[name], tensor), name
     with torch.no_grad():
         torch.testing.assert_close(loaded.inference_rows(rows), tuned.predict_rows(rows), rtol=2e-2, atol=2e-2)
+    frozen = train_pair(  # the block's own learning rate: at 0 it stays where it started
+        source,
+        target,
+        train,
+        val,
+        Recipe(steps=2, lr=1e-2, mixes=1, init=str(tmp_path / "plain"), context_heads=2, context_lr=0.0, **small),
+        tmp_path / "frozen",
+    )
+    assert not frozen.context_map.any() and not torch.equal(frozen.base, plain.base)
 
 
 def test_foreign_continuations_come_from_the_same_register_and_another_document():
