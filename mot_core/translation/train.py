@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from tqdm import tqdm
 
 from mot_core.cache_ops import attention_to_cache, to_model_cache
@@ -44,7 +44,7 @@ from mot_core.translation.objective import (
     translated_rows,
 )
 from mot_core.translation.samples import Sample, with_recall
-from mot_core.translation.translator import TranslatorCard, load_translator
+from mot_core.translation.translator import TranslatorCard, load_translator, write_tensors
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ def _save(translator: MixtureTranslator, optimizer: torch.optim.Optimizer, step:
         for param in group["params"]:
             for key, value in optimizer.state.get(param, {}).items():
                 moments[f"{names[id(param)]}|{key}"] = torch.as_tensor(value).detach().contiguous().cpu()
-    save_file(moments, str(out / OPTIMIZER_FILE))
+    write_tensors(out / OPTIMIZER_FILE, moments)
     (out / STATE_FILE).write_text(json.dumps({"step": step}))
 
 

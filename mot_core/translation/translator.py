@@ -261,12 +261,16 @@ class CacheTranslator(nn.Module):
             digest.update(name.encode())
             digest.update(tensors[name].view(torch.uint8).numpy().tobytes() if tensors[name].numel() else b"")
         self.card.version = f"{self.kind}-{digest.hexdigest()[:16]}"
-        # bytes written by Python, not ``save_file``: that one creates the file 0600 whatever the umask,
-        # which a service running as another user (the image's uid 1000) could not read from a volume
-        weights = serialised(tensors, metadata={"kind": self.kind, "version": self.card.version})
-        (directory / WEIGHTS_FILE).write_bytes(weights)
+        write_tensors(directory / WEIGHTS_FILE, tensors, {"kind": self.kind, "version": self.card.version})
         (directory / CARD_FILE).write_text(json.dumps(asdict(self.card), indent=2))
         return directory
+
+
+def write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
+    """Safetensors bytes written by Python, not ``save_file``: that one creates the file 0600 whatever
+    the umask, which a service or a resumed training job running as another user (the image's uid 1000,
+    reading a mounted volume) could not read."""
+    path.write_bytes(serialised(tensors, metadata=metadata))
 
 
 def load_translator(directory: Path | str, device: str | torch.device = "cpu") -> CacheTranslator:

@@ -131,7 +131,11 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
     recipe = Recipe(
         context_tokens=[6], continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4, native_tail=2
     )
-    trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
+    previous = os.umask(0o022)
+    try:
+        trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
+    finally:
+        os.umask(previous)
     loaded = load_translator(tmp_path / "ck")
     assert loaded.card.version == trained.card.version and loaded.card.version.startswith("mixture-")
     for (name, a), (_, b) in zip(trained.state_dict().items(), loaded.state_dict().items(), strict=True):
@@ -145,7 +149,11 @@ def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
         os.umask(previous)
     assert rerouted.card.version != trained.card.version
     # readable by a service running as another user (the image's uid 1000 reading a mounted volume)
-    assert all(stat.S_IMODE(f.stat().st_mode) == 0o644 for f in (tmp_path / "top1").iterdir())
+    # (and its resume state: a training job resumed by another user)
+    for directory in (tmp_path / "top1", tmp_path / "ck"):
+        assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in directory.iterdir()} == {
+            f.name: 0o644 for f in directory.iterdir()
+        }
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.int8])
