@@ -125,28 +125,28 @@ def test_foreign_source_cache_is_refused(pair, ridge):
         )
 
 
-def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples):
+@pytest.fixture
+def umask_022():
+    """The usual umask, whatever the runner's: the files' modes are then the writer's doing."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+def test_checkpoint_round_trip_is_bit_exact(tmp_path, pair, samples, umask_022):
     source, target = pair
     train, val = samples
     recipe = Recipe(
         context_tokens=[6], continuation_tokens=8, steps=3, val_every=3, val_samples=2, stats_samples=4, native_tail=2
     )
-    previous = os.umask(0o022)
-    try:
-        trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
-    finally:
-        os.umask(previous)
+    trained = train_pair(source, target, train, val, recipe, tmp_path / "ck")
     loaded = load_translator(tmp_path / "ck")
     assert loaded.card.version == trained.card.version and loaded.card.version.startswith("mixture-")
     for (name, a), (_, b) in zip(trained.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     assert loaded.card.metrics["validation"]["step"] == 3
     rerouted = loaded.with_top_k(1)  # same weights, computing something else
-    previous = os.umask(0o022)
-    try:
-        rerouted.save(tmp_path / "top1")
-    finally:
-        os.umask(previous)
+    rerouted.save(tmp_path / "top1")
     assert rerouted.card.version != trained.card.version
     # readable by a service running as another user (the image's uid 1000 reading a mounted volume)
     # (and its resume state: a training job resumed by another user)
