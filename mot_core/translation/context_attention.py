@@ -41,8 +41,8 @@ class ContextAttention(nn.Module):
     def forward(self, source: torch.Tensor) -> torch.Tensor:
         """Standardised source rows, layer-major ``[Ls, T, Fs]`` -> ``[T, heads * head_dim]``."""
         seq_len = source.shape[1]
-        mixed = torch.einsum("l,ltf->tf", self.layer_logits.softmax(-1).to(source.dtype), source)
-        q, k, v = (mixed @ self.qkv.to(mixed.dtype)).view(seq_len, 3, self.heads, self.head_dim).permute(1, 2, 0, 3)
+        mixed = torch.einsum("l,ltf->tf", self.layer_logits.softmax(-1), source)
+        q, k, v = (mixed @ self.qkv).view(seq_len, 3, self.heads, self.head_dim).permute(1, 2, 0, 3)
         positions = torch.arange(seq_len, device=source.device)
         q, k = apply_rope(q, self.rope, positions), apply_rope(k, self.rope, positions)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [heads, T, head_dim]

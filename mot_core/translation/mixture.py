@@ -159,11 +159,7 @@ class MixtureTranslator(CacheTranslator):
         the target's own if ``exact`` (to fine-tune from)."""
         if self.reads_first_layer:
             return self
-        card = copy.deepcopy(self.card)
-        card.config["first_layer_input"] = True
-        card.config["exact_first_layer"] = exact
-        wider = MixtureTranslator.from_card(card).to(self.base.device)
-        wider.load_state_dict(self.state_dict(), strict=False)
+        wider = self._with_input(first_layer_input=True, exact_first_layer=exact)
         wider.first_layer_mean.copy_(first_layer_rows.mean(0))
         wider.first_layer_std.copy_(first_layer_rows.std(0).clamp_min(1e-4))
         return wider
@@ -177,11 +173,20 @@ class MixtureTranslator(CacheTranslator):
         that computes exactly what this one does (its output map is zero), to fine-tune from."""
         if self.reads_context:
             raise ValueError("this translator already attends over its context")
+        return self._with_input(context_heads=heads)
+
+    def context_parameters(self) -> list[nn.Parameter]:
+        """The context attention's parameters (its block and map), which ``mot train`` may give a rate of their own."""
+        return [*self.context.parameters(), self.context_map] if self.reads_context else []
+
+    def _with_input(self, **config) -> MixtureTranslator:
+        """A fresh module with ``config`` added to its card, holding this one's tensors: the new input's
+        map starts at zero, so it computes what this one does."""
         card = copy.deepcopy(self.card)
-        card.config["context_heads"] = heads
-        grown = MixtureTranslator.from_card(card).to(self.base.device)
-        grown.load_state_dict(self.state_dict(), strict=False)
-        return grown
+        card.config.update(config)
+        wider = MixtureTranslator.from_card(card).to(self.base.device)
+        wider.load_state_dict(self.state_dict(), strict=False)
+        return wider
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # checkpoints from before ``mixes`` hold one mixture per target layer without its axis
@@ -259,7 +264,7 @@ class MixtureTranslator(CacheTranslator):
         for m in range(mixes):
             out = torch.baddbmm(out, mixed[:, m], base[:, m])
         for extra, extra_map in zip(extra_inputs, extra_maps, strict=True):
-            out = torch.baddbmm(out, extra.to(mixed.dtype).expand(count, -1, -1), extra_map)
+            out = torch.baddbmm(out, extra.expand(count, -1, -1), extra_map)
         primary = mixed[:, 0]  # [l, T, Fs]
         gate_logits = torch.bmm(primary, router)  # [l, T, E]
         top_val, top_idx = gate_logits.topk(self.top_k, dim=-1)

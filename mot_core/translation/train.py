@@ -124,7 +124,6 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
         top_k=recipe.top_k,
         hidden=recipe.hidden,
         mixes=recipe.mixes,
-        context_heads=recipe.context_heads,
     )
     translator = MixtureTranslator.from_card(card)
     src = torch.cat([p.aligned_rows[1:] for p in stats])  # row 0 may be an empty-span BOS
@@ -133,9 +132,9 @@ def _new_translator(source: LoadedModel, target: LoadedModel, recipe: Recipe, st
     translator.source_std.copy_(src.std(0).clamp_min(1e-4))
     translator.target_mean.copy_(tgt.mean(0))
     translator.target_std.copy_(tgt.std(0).clamp_min(1e-4))
-    if not recipe.first_layer_input:
-        return translator
-    return translator.with_first_layer_input(_first_layer_stats(stats), exact=recipe.exact_first_layer)
+    if recipe.first_layer_input:
+        translator = translator.with_first_layer_input(_first_layer_stats(stats), exact=recipe.exact_first_layer)
+    return translator.with_context_attention(recipe.context_heads) if recipe.context_heads else translator
 
 
 def _first_layer_stats(stats: list[PreparedSample]) -> torch.Tensor:
@@ -285,9 +284,8 @@ def _lr_factor(step: int, steps: int, warmup: int = 20) -> float:
 
 def _parameter_groups(translator: MixtureTranslator, recipe: Recipe) -> list[dict]:
     """The optimiser's parameter groups, each with the ``base_lr`` the schedule scales."""
-    own, context = [], []
-    for name, param in translator.named_parameters():
-        (context if name == "context_map" or name.startswith("context.") else own).append(param)
+    context = translator.context_parameters()
+    own = [p for p in translator.parameters() if all(p is not c for c in context)]
     context_lr = recipe.lr if recipe.context_lr is None else recipe.context_lr
     groups = [(own, recipe.lr), (context, context_lr)]
     return [{"params": params, "lr": lr, "base_lr": lr} for params, lr in groups if params]
