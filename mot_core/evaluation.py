@@ -236,8 +236,25 @@ def time_translation(
     keep = max(1, len(target_ids) - translator.card.native_tail)
     native_ids = torch.tensor([target_ids[:keep]])
     native_s = min(timed_runs(lambda: prefill(target, native_ids), repeats))
+    translations = {
+        label: min(timed_runs(translation_call(source, target, translator, prepared, context, v), repeats))
+        for label, v in variants.items()
+    }
+    return native_s, translations
 
-    def translate(variant: Variant) -> None:
+
+def translation_call(
+    source: LoadedModel,
+    target: LoadedModel,
+    translator: CacheTranslator,
+    prepared: PreparedSample,
+    context: str,
+    variant: Variant,
+) -> Callable[[], None]:
+    """One translation as ``time_translation`` times it: ``CacheTranslator.translate``, the native
+    head and the ``variant``'s recompute, and loading into the model."""
+
+    def translate() -> None:
         result = translator.translate(
             prepared.source_cache,
             context,
@@ -250,7 +267,7 @@ def time_translation(
         )
         to_model_cache(target, with_native_rows(target, result.cache, variant.point))
 
-    return native_s, {label: min(timed_runs(lambda v=v: translate(v), repeats)) for label, v in variants.items()}
+    return translate
 
 
 def _variants(

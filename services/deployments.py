@@ -20,7 +20,8 @@ from mot_core.allocator import retain_freed_memory
 from mot_core.generation import Sampling
 from mot_core.loading import load_model_meta
 from mot_core.translation.translator import TranslatorCard
-from services.config import Placement, ServiceConfig, load_config
+from services.compute import ComputeThread
+from services.config import Placement, ServiceConfig, TargetSpec, load_config
 from services.deadline import Deadline
 from services.engines import (
     GenerationFacts,
@@ -73,16 +74,24 @@ def _log_into_replica_log() -> None:
             logger.addHandler(_IntoServeLog())
 
 
-def _start_replica(args: dict, own_placement: Callable[[ServiceConfig], Placement]) -> ServiceConfig:
-    """What every replica does first: its logging and allocator tuning, its config, its torch threads."""
+def _start_replica(
+    args: dict, own_placement: Callable[[ServiceConfig], Placement]
+) -> tuple[ServiceConfig, ComputeThread]:
+    """What every replica does first: its logging and allocator tuning, its config, and the thread
+    its model work runs on (``ComputeThread``: one on a CPU), with its torch threads."""
     _log_into_replica_log()
     retain_freed_memory()
     config = load_config(args)
-    threads = own_placement(config).torch_threads
+    placement = own_placement(config)
+    compute = ComputeThread("mot-compute", confine=placement.num_gpus == 0)
+    compute.run(_set_torch_threads, placement.torch_threads)
+    return config, compute
+
+
+def _set_torch_threads(threads: int | None) -> None:
     if threads is not None:
         torch.set_num_threads(threads)
     log.info("replica started; torch threads: %d", torch.get_num_threads())
-    return config
 
 
 def target_deployment_name(index: int) -> str:
@@ -92,22 +101,25 @@ def target_deployment_name(index: int) -> str:
 @serve.deployment(max_ongoing_requests=8)
 class SourceDeployment:
     def __init__(self, args: dict) -> None:
-        config = _start_replica(args, lambda c: c.source.placement)
+        config, self.compute = _start_replica(args, lambda c: c.source.placement)
         self.store = RedisCacheStore.from_env(config.store)
-        self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
         self.metrics = ServiceMetrics("source")
+        self.compute.run(self._load, config)
+
+    def _load(self, config: ServiceConfig) -> None:
+        self.engine = SourceEngine(config.source.name, self.store, config.store, config.limits)
         log.info("source %s warmed up in %.2f s", config.source.name, self.metrics.warm_up(self.engine))
 
     def put_context(self, text: str) -> dict:
         with self.metrics.time("prefill"):
-            reply = self.engine.put_context(text)
+            reply = self.compute.run(self.engine.put_context, text)
         self.metrics.count("put_context_cached" if reply["already_cached"] else "put_context_prefilled")
         if not reply["already_cached"]:
             self.metrics.stored(reply["stored_bytes"])
         return reply
 
     def source_cache(self, context_id: str, known_text: str | None = None) -> bytes:
-        return self.engine.source_cache(context_id, known_text)
+        return self.compute.run(self.engine.source_cache, context_id, known_text)
 
     def delete_context(self, context_id: str) -> int:
         return self.store.delete_context(context_id)
@@ -122,12 +134,15 @@ class SourceDeployment:
 @serve.deployment(max_ongoing_requests=16)
 class TranslatorDeployment:
     def __init__(self, args: dict, source: DeploymentHandle) -> None:
-        config = _start_replica(args, lambda c: c.translator_placement)
+        config, self.compute = _start_replica(args, lambda c: c.translator_placement)
         self.store = RedisCacheStore.from_env(config.store)
-        translators = load_translators(config)
-        targets = {name: load_model_meta(name, first_layer=t.reads_first_layer) for name, t in translators.items()}
         self.source = source
         self.metrics = ServiceMetrics("translator")
+        self.compute.run(self._load, config)
+
+    def _load(self, config: ServiceConfig) -> None:
+        translators = load_translators(config)
+        targets = {name: load_model_meta(name, first_layer=t.reads_first_layer) for name, t in translators.items()}
         self.engine = TranslatorEngine(
             load_model_meta(config.source.name),
             targets,
@@ -145,7 +160,7 @@ class TranslatorDeployment:
     def translate(
         self, context_id: str, target: str, known_text: str | None = None, budget_s: float | None = None
     ) -> tuple[bytes, float]:
-        blob, seconds = self.engine.translate(context_id, target, known_text, Deadline(budget_s))
+        blob, seconds = self.compute.run(self.engine.translate, context_id, target, known_text, Deadline(budget_s))
         if seconds > 0:
             self.metrics.observe("translate", seconds)
         return blob, seconds
@@ -154,12 +169,15 @@ class TranslatorDeployment:
 @serve.deployment(max_ongoing_requests=8)
 class TargetDeployment:
     def __init__(self, args: dict, name: str, translator: DeploymentHandle | None) -> None:
-        config = _start_replica(args, lambda c: c.target(name).placement)
-        spec = config.target(name)
+        config, self.compute = _start_replica(args, lambda c: c.target(name).placement)
         self.store = RedisCacheStore.from_env(config.store)
+        spec = config.target(name)
         card: TranslatorCard | None = read_translator_card(spec.translator) if spec.translator else None
         self.translator = translator if card is not None else None
         self.metrics = ServiceMetrics(name)
+        self.compute.run(self._load, config, spec, card)
+
+    def _load(self, config: ServiceConfig, spec: TargetSpec, card: TranslatorCard | None) -> None:
         self.engine = TargetEngine(
             spec,
             None,
@@ -173,9 +191,9 @@ class TargetDeployment:
         if card is not None and card.target_fingerprint != self.engine.lm.fingerprint.id:
             raise InvalidArgumentError(
                 f"translator {spec.translator} produces caches for {card.target_fingerprint}, "
-                f"but target {name} is {self.engine.lm.fingerprint.id}"
+                f"but target {spec.name} is {self.engine.lm.fingerprint.id}"
             )
-        log.info("target %s warmed up in %.2f s", name, self.metrics.warm_up(self.engine))
+        log.info("target %s warmed up in %.2f s", spec.name, self.metrics.warm_up(self.engine))
 
     def _translate(
         self, context_id: str, target: str, known_text: str | None, budget_s: float | None
@@ -192,7 +210,8 @@ class TargetDeployment:
         budget_s: float | None = None,
     ) -> Iterator[str | dict]:
         facts, deadline = None, Deadline(budget_s)
-        for item in self.engine.generate(context_id, prompt, mode, Sampling(**sampling), known_text, deadline):
+        items = self.engine.generate(context_id, prompt, mode, Sampling(**sampling), known_text, deadline)
+        for item in self.compute.iterate(items):
             if isinstance(item, GenerationFacts):
                 facts = item
                 yield asdict(item)
@@ -211,14 +230,16 @@ class TargetDeployment:
         known_text: str | None = None,
         budget_s: float | None = None,
     ) -> dict:
-        reply = self.engine.score(context_id, prompt, continuation, mode, known_text, Deadline(budget_s))
+        reply = self.compute.run(
+            self.engine.score, context_id, prompt, continuation, mode, known_text, Deadline(budget_s)
+        )
         self.metrics.count(f"cache_{reply['cache_source'].lower()}")
         return reply
 
     def get_cache(
         self, context_id: str, known_text: str | None = None, budget_s: float | None = None
     ) -> tuple[bytes, str]:
-        return self.engine.get_cache(context_id, known_text, Deadline(budget_s))
+        return self.compute.run(self.engine.get_cache, context_id, known_text, Deadline(budget_s))
 
     def info(self) -> dict:
         return self.engine.info()

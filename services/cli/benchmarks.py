@@ -63,6 +63,8 @@ def bench_translation(
     the target's own prefill of the same context, each the fastest of back-to-back runs; the
     median over contexts. A few minutes instead of an acceptance run's hours. The ratio depends on
     the machine: a CPU without bfloat16 matmuls runs the translator in float32 and pays more.
+    The "first call" column is each context's first translation, as a service translates a new
+    context once (the process's first context builds its kernels: read the median).
     """
     from mot_core.benchmarks import cpu_name, set_benchmark_threads
     from mot_core.loading import load_model
@@ -84,11 +86,12 @@ def bench_translation(
     dtype = str(serving_dtype(src.device.type)).removeprefix("torch.")
     typer.echo(
         f"{cpu_name()}; torch threads: {used}; translator matmuls in {dtype}; {samples} contexts of "
-        f"{context_tokens} {src.name} tokens; per context the fastest of back-to-back runs, median over contexts"
+        f"{context_tokens} {src.name} tokens; per context the fastest of back-to-back runs and the first call "
+        "(a new context, as served), median over contexts"
     )
     typer.echo(
         f"{'target':<14} {'translator':<26} {'operating point':<18} {'prefill s':>9} {'translate s':>11} "
-        f"{'translate/prefill':>17}  per context"
+        f"{'translate/prefill':>17} {'first call':>10}  per context (fastest; first call)"
     )
     for spec in (t for t in service.targets if t.translator):
         translator = load_translator(resolve_translator_path(spec.translator))
@@ -96,7 +99,10 @@ def bench_translation(
         typer.echo(
             f"{Path(spec.name).name:<14} {cost.translator:<26} {cost.operating_point:<18} "
             f"{cost.median_native_s:>9.3f} {cost.median_translate_s:>11.3f} "
-            f"{cost.median_ratio:>16.3f}x  " + ", ".join(f"{r:.3f}" for r in cost.ratios)
+            f"{cost.median_ratio:>16.3f}x {cost.median_first_ratio:>9.3f}x  "
+            + ", ".join(f"{r:.3f}" for r in cost.ratios)
+            + "; "
+            + ", ".join(f"{r:.3f}" for r in cost.first_ratios)
         )
 
 

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import stat
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -836,6 +837,41 @@ def test_mixture_computes_its_formula_per_token():
         translator.target_mean.add_(1.0)
         after = translator.predict_rows(aligned, all_positions=True)
         torch.testing.assert_close(after, before + 1.0, rtol=1e-5, atol=1e-5)
+
+
+def test_serving_rounds_its_matmuls_up_to_repeating_shapes_and_keeps_only_its_rows():
+    """Serving on a CPU computes a multiple of ``EXPERT_ROWS`` rows per product (padding past the
+    context, each expert's group run over the rows after it), so that a new context meets kernels
+    built for an earlier one; the rows it returns are those of the exact computation (training's,
+    which neither pads nor routes), for every length around the bucket and for sliding layers."""
+    from mot_core.translation import mixture
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import TranslatorCard
+
+    torch.manual_seed(1)
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp")
+    config = dict(source_layers=3, source_width=6, target_layers=3, target_width=4, target_windows=[None, 40, None])
+    translator = MixtureTranslator(card, **config, experts=3, top_k=2, hidden=5, mixes=2)
+    with torch.no_grad():
+        for parameter in translator.parameters():
+            parameter.normal_()
+    shapes = set()
+    matmul = torch.Tensor.__matmul__
+
+    def recording(a, b):
+        if tuple(b.shape) in ((6, 5), (5, 4)):  # an expert's input and output maps
+            shapes.add(a.shape[-2])
+        return matmul(a, b)
+
+    for length in (mixture.EXPERT_ROWS - 1, mixture.EXPERT_ROWS + 1, 2 * mixture.EXPERT_ROWS + 7):
+        aligned = torch.randn(length, 3, 6)
+        for all_positions in (False, True):
+            exact = translator.predict_rows(aligned, all_positions=all_positions).detach()
+            with torch.no_grad(), patch.object(torch.Tensor, "__matmul__", recording):
+                served = translator.predict_rows(aligned, all_positions=all_positions)
+            assert served.shape == exact.shape == (length, 3, 4)
+            torch.testing.assert_close(served, exact, rtol=1e-5, atol=1e-5)
+    assert shapes and all(rows % mixture.EXPERT_ROWS == 0 for rows in shapes)  # every expert's products
 
 
 def test_a_rerouted_translator_is_the_same_weights_at_another_k(tmp_path):
