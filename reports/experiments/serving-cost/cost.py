@@ -74,9 +74,14 @@ def main() -> None:
         "median": round(statistics.median(ratios), 4),
         "ratios": [round(r, 4) for r in ratios],
     }
+    report(result, args.out)
+
+
+def report(result: dict, out: Path | None) -> None:
+    """Print ``result`` as one JSON line, and append it to ``out`` (the runs' JSONL file) if given."""
     print(json.dumps(result))
-    if args.out:
-        with args.out.open("a") as f:
+    if out:
+        with out.open("a") as f:
             f.write(json.dumps(result) + "\n")
 
 

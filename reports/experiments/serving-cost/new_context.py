@@ -11,7 +11,6 @@ kernel, as a replica's warm-up does).
     python reports/experiments/serving-cost/new_context.py -t gemma3-270m --samples 9
 """
 
-import json
 import statistics
 import sys
 import time
@@ -22,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parents[1] / "through-recompute"))
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import corpus_samples  # noqa: E402
-from cost import VALIDATION  # noqa: E402
+from cost import VALIDATION, report  # noqa: E402
 from parts import translating  # noqa: E402
 from tokens import models_and_translator, sample_parser  # noqa: E402
 
@@ -67,10 +66,7 @@ def main() -> None:
         "first_call": [round(r, 4) for r in first],
         "fastest": [round(r, 4) for r in fastest],
     }
-    print(json.dumps(result))
-    if args.out:
-        with args.out.open("a") as f:
-            f.write(json.dumps(result) + "\n")
+    report(result, args.out)
 
 
 if __name__ == "__main__":
