@@ -9,7 +9,7 @@ bfloat16 matmuls the translator runs in float32 (``translator.serving_dtype``).
 Both time each context's translation as the fastest of back-to-back calls; a served request
 translates a context once. So the first call of each context is reported too: it pays for
 whatever the repeats find ready (on a CPU with bfloat16 matmuls, a kernel for every matmul shape
-not met before, 0.11-0.20 s of a Gemma-3 translation until ``mixture.EXPERT_ROWS`` made the
+not met before, 0.11-0.20 s of a Gemma-3 translation until ``mixture.ROW_BUCKET`` made the
 shapes repeat from one context to the next).
 """
 

@@ -38,11 +38,12 @@ from torch import nn
 from mot_core.translation.context_attention import ContextAttention
 from mot_core.translation.translator import CacheTranslator, TranslatorCard
 
-# Serving runs each expert's matmuls over a multiple of this many rows. A bfloat16 matmul on a CPU
-# builds a oneDNN kernel for each new shape, and the row count of an expert's group differs with
-# every context: building them took 0.11-0.20 s of each new context's translation (Gemma-3, 1024
-# tokens, 2-core Intel Xeon with AMX), where the same context translated again takes 0.12 s.
-EXPERT_ROWS = 64
+# Serving on a CPU runs every matmul over a multiple of this many rows: the context's rows, and each
+# expert's group of tokens. A bfloat16 matmul on a CPU builds a oneDNN kernel for each new shape,
+# and both row counts differ with every context: building them took 0.11-0.20 s of each new
+# context's translation (Gemma-3, 1024 tokens, 2-core Intel Xeon with AMX), where the same context
+# translated again takes 0.12 s (reports/experiments/serving-cost, "A new context's translation").
+ROW_BUCKET = 64
 
 
 class MixtureTranslator(CacheTranslator):
@@ -360,11 +361,11 @@ class MixtureTranslator(CacheTranslator):
 
 def _serving_rows(seq_len: int, device: torch.device) -> int:
     """How many rows ``predict_rows`` computes for ``seq_len`` tokens: serving on a CPU rounds up to
-    a multiple of ``EXPERT_ROWS``, so that its matmuls see the same few shapes context after context
+    a multiple of ``ROW_BUCKET``, so that its matmuls see the same few shapes context after context
     (a new one costs a bfloat16 kernel build); autograd and GPUs compute exactly ``seq_len``."""
     if torch.is_grad_enabled() or device.type != "cpu":
         return seq_len
-    return -(-seq_len // EXPERT_ROWS) * EXPERT_ROWS
+    return -(-seq_len // ROW_BUCKET) * ROW_BUCKET
 
 
 def routes_experts(device: torch.device) -> bool:
@@ -401,19 +402,19 @@ def _add_routed_experts(
     count, _, top_k = top_idx.shape
     w_in = w_in.view(count, w_in.shape[1], experts, -1)  # [l, Fs, E, H]
     w_out = w_out.view(count, experts, -1, w_out.shape[-1])  # [l, E, H, Ft]
-    spare = torch.zeros(EXPERT_ROWS, dtype=torch.long, device=top_idx.device)
+    spare = torch.zeros(ROW_BUCKET, dtype=torch.long, device=top_idx.device)
     for layer in range(count):
         chosen = top_idx[layer].reshape(-1)
         order = chosen.argsort(stable=True)
         tokens = order // top_k
-        # each expert's product runs over a multiple of EXPERT_ROWS rows (the rows after its own
+        # each expert's product runs over a multiple of ROW_BUCKET rows (the rows after its own
         # group, or spare ones at the end), of which it keeps its own
         rows = primary[layer].index_select(0, torch.cat((tokens, spare)))
-        gates = F.pad(top_weights[layer].reshape(-1)[order], (0, EXPERT_ROWS))[:, None]
+        gates = F.pad(top_weights[layer].reshape(-1)[order], (0, ROW_BUCKET))[:, None]
         parts, start = [], 0
         for expert, size in enumerate(torch.bincount(chosen, minlength=experts).tolist()):
             if size:
-                run = slice(start, start + -(-size // EXPERT_ROWS) * EXPERT_ROWS)
+                run = slice(start, start + -(-size // ROW_BUCKET) * ROW_BUCKET)
                 h = F.gelu(rows[run] @ w_in[layer, :, expert]) * gates[run]
                 parts.append((h @ w_out[layer, expert])[:size])
             start += size

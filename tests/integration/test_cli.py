@@ -156,7 +156,7 @@ def test_bench_translation_times_the_operating_point_beside_native_prefill(tmp_p
     assert "translator matmuls in" in ran.stdout and "2 contexts of 24" in ran.stdout
     row = next(line for line in ran.stdout.splitlines() if line.startswith(qwen.name))
     assert translator.card.version in row and "phrases0.25r0.1" in row
-    medians, per_context = row.split("x  ")
+    medians, per_context = row.rsplit("x  ", 1)
     fastest, first = ([float(r) for r in part.split(", ")] for part in per_context.split("; "))
     assert len(fastest) == len(first) == 2 and all(r > 0 for r in fastest + first)
     assert [float(m) for m in medians.replace("x", "").split()[-2:]] == pytest.approx(

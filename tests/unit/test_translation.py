@@ -840,7 +840,7 @@ def test_mixture_computes_its_formula_per_token():
 
 
 def test_serving_rounds_its_matmuls_up_to_repeating_shapes_and_keeps_only_its_rows():
-    """Serving on a CPU computes a multiple of ``EXPERT_ROWS`` rows per product (padding past the
+    """Serving on a CPU computes a multiple of ``ROW_BUCKET`` rows per product (padding past the
     context, each expert's group run over the rows after it), so that a new context meets kernels
     built for an earlier one; the rows it returns are those of the exact computation (training's,
     which neither pads nor routes), for every length around the bucket and for sliding layers."""
@@ -863,7 +863,7 @@ def test_serving_rounds_its_matmuls_up_to_repeating_shapes_and_keeps_only_its_ro
             shapes.add(a.shape[-2])
         return matmul(a, b)
 
-    for length in (mixture.EXPERT_ROWS - 1, mixture.EXPERT_ROWS + 1, 2 * mixture.EXPERT_ROWS + 7):
+    for length in (mixture.ROW_BUCKET - 1, mixture.ROW_BUCKET + 1, 2 * mixture.ROW_BUCKET + 7):
         aligned = torch.randn(length, 3, 6)
         for all_positions in (False, True):
             exact = translator.predict_rows(aligned, all_positions=all_positions).detach()
@@ -871,7 +871,7 @@ def test_serving_rounds_its_matmuls_up_to_repeating_shapes_and_keeps_only_its_ro
                 served = translator.predict_rows(aligned, all_positions=all_positions)
             assert served.shape == exact.shape == (length, 3, 4)
             torch.testing.assert_close(served, exact, rtol=1e-5, atol=1e-5)
-    assert shapes and all(rows % mixture.EXPERT_ROWS == 0 for rows in shapes)  # every expert's products
+    assert shapes and all(rows % mixture.ROW_BUCKET == 0 for rows in shapes)  # every expert's products
 
 
 def test_a_rerouted_translator_is_the_same_weights_at_another_k(tmp_path):
