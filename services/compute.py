@@ -4,11 +4,10 @@ Ray Serve runs a deployment's sync methods on a pool of worker threads, and succ
 land on different ones. On a CPU, every thread that runs torch ops becomes the master of its own
 OpenMP team; once a process holds more OpenMP threads than there are cores, libgomp stops
 spinning between parallel regions and every small op waits for its team to wake up. A
-translation is hundreds of small ops: in the translator replica it took 0.18-0.55 s where the
-same call on the thread that loaded the model takes 0.10-0.12 s, and ``x + 1`` on a 0.8 MB tensor
-ran 2x slower on a second thread than on the first (docs/performance.md). So a CPU replica
-loads its model, warms up and serves every model call on one thread, which is then the only
-OpenMP master in the process.
+translation is hundreds of small ops: in one process on an idle 2-core CPU, ``translate()`` took
+0.17-0.20 s on a second thread against 0.11-0.13 s on the first, and ``x + 1`` on a 0.8 MB tensor
+2-3.6 times as long (docs/performance.md). So a CPU replica loads its model, warms up and serves
+every model call on one thread, which is then the only OpenMP master in the process.
 
 On a GPU the kernels of one device run one after another anyway, and a thread held while a
 target waits for its translator would hold up that target's other requests: GPU replicas keep
