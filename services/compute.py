@@ -16,6 +16,7 @@ Serve's threads (``confine=False`` runs each call where it is made).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -28,11 +29,19 @@ class ComputeThread:
     """Runs calls on one long-lived thread (``confine``) or where they are made."""
 
     def __init__(self, name: str, *, confine: bool) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) if confine else None
+        self._thread: int | None = None  # the compute thread's ident, once it runs
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=self._started) if confine else None
+        )
+
+    def _started(self) -> None:
+        self._thread = threading.get_ident()
 
     def run(self, fn: Callable[..., T], /, *args, **kwargs) -> T:
-        """``fn(*args, **kwargs)`` on the compute thread; its result or its exception."""
-        if self._pool is None:
+        """``fn(*args, **kwargs)`` on the compute thread; its result or its exception. A call made
+        on the compute thread itself runs at once (waiting for its own queue would never end: the
+        garbage collector may close an abandoned stream on any thread)."""
+        if self._pool is None or threading.get_ident() == self._thread:
             return fn(*args, **kwargs)
         return self._pool.submit(fn, *args, **kwargs).result()
 

@@ -66,3 +66,27 @@ def test_an_error_in_a_stream_reaches_the_caller():
     assert next(stream) == "a"
     with pytest.raises(ValueError, match="bad prompt"):
         next(stream)
+
+
+def test_a_call_from_the_compute_thread_itself_runs_at_once():
+    """A stream abandoned by its client may be closed by the garbage collector on the compute thread:
+    its close, a call to the compute thread, must not wait behind itself."""
+    compute = ComputeThread("test-compute", confine=True)
+    worker = compute.run(_thread)
+    nested = []
+    caller = threading.Thread(target=lambda: nested.append(compute.run(lambda: compute.run(_thread))), daemon=True)
+    caller.start()
+    caller.join(timeout=10)
+    if caller.is_alive():  # waiting behind itself: unblock it (cancelling the inner call) and fail
+        compute._pool.shutdown(wait=False, cancel_futures=True)
+    assert nested == [worker]
+
+    def tokens():
+        yield "a"
+        yield "b"
+
+    stream = compute.iterate(tokens())
+    assert next(stream) == "a"
+    compute.run(stream.close)  # closing the outer stream on the compute thread
+    with pytest.raises(StopIteration):
+        next(stream)
