@@ -360,10 +360,11 @@ class MixtureTranslator(CacheTranslator):
 
 
 def _serving_rows(seq_len: int, device: torch.device) -> int:
-    """How many rows ``predict_rows`` computes for ``seq_len`` tokens: serving on a CPU rounds up to
-    a multiple of ``ROW_BUCKET``, so that its matmuls see the same few shapes context after context
-    (a new one costs a bfloat16 kernel build); autograd and GPUs compute exactly ``seq_len``."""
-    if torch.is_grad_enabled() or device.type != "cpu":
+    """How many rows ``predict_rows`` computes for ``seq_len`` tokens: serving where it routes the
+    experts (a CPU, ``routes_experts``) rounds up to a multiple of ``ROW_BUCKET``, so that its
+    matmuls see the same few shapes context after context (a new one costs a bfloat16 kernel build);
+    autograd and GPUs compute exactly ``seq_len``."""
+    if torch.is_grad_enabled() or not routes_experts(device):
         return seq_len
     return -(-seq_len // ROW_BUCKET) * ROW_BUCKET
 
