@@ -32,7 +32,7 @@ def rows_to_cache(
         kept = seq_len if all_positions else spec.kept_positions(layer, seq_len)
         # row layout per head [K_h | V_h] (features.kv_rows) -> [2, H, kept, D]
         kv = rows[seq_len - kept :, layer].reshape(kept, heads, 2, dim).permute(2, 1, 0, 3)
-        keys.append(kv[0][None].contiguous())
+        keys.append(kv[0][None])  # rerotate writes them contiguous
         values.append(kv[1][None].contiguous())
     per_token = {
         name: None if note is None else note.reshape(1, -1)[:, :seq_len].float()

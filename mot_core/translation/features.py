@@ -6,6 +6,8 @@ positions come back when ``assemble`` re-rotates with the target's RoPE.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from mot_core.arch import ArchSpec
@@ -15,7 +17,8 @@ from mot_core.loading import FirstLayer, LoadedModel
 
 
 def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
-    """``[seq_len, num_layers, 2 * kv_heads * head_dim]`` un-rotated K|V of batch item 0.
+    """``[seq_len, num_layers, 2 * kv_heads * head_dim]`` un-rotated K|V of batch item 0, stored
+    layer-major (``align_rows`` reads it layer by layer).
 
     Needs every position in every layer (contexts no longer than the smallest sliding window).
     """
@@ -26,11 +29,11 @@ def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
     # one strided copy per layer into the final layout: concatenating, transposing and stacking
     # copied the whole 30-layer source cache three times (~0.03 s at 1024 tokens, 2% of a prefill)
     _, heads, seq_len, dim = plain.keys[0].shape
-    rows = torch.empty(seq_len, cache.num_layers, heads, 2, dim, device=plain.keys[0].device)
+    rows = torch.empty(cache.num_layers, seq_len, heads, 2, dim, device=plain.keys[0].device)
     for layer, (k, v) in enumerate(zip(plain.keys, plain.values, strict=True)):
-        rows[:, layer, :, 0] = k[0].transpose(0, 1)
-        rows[:, layer, :, 1] = v[0].transpose(0, 1)
-    return rows.flatten(2)
+        rows[layer, :, :, 0] = k[0].transpose(0, 1)
+        rows[layer, :, :, 1] = v[0].transpose(0, 1)
+    return rows.flatten(2).transpose(0, 1)
 
 
 def first_layer_rows(lm: LoadedModel | FirstLayer, token_ids: torch.Tensor) -> torch.Tensor:
@@ -49,13 +52,23 @@ def key_columns(spec: ArchSpec) -> torch.Tensor:
 
 
 def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``.
+    """Mix source rows ``[T_s, L, F]`` into target positions with alignment ``weights [T_t, T_s]``;
+    ``[T_t, L, F]`` out, stored layer-major as the translator reads it.
 
     Pass ``Alignment.to_sparse()``: each target token overlaps a few source tokens, so the sparse
-    product costs a few rows per token where the dense one costs ``T_t * T_s``.
+    product costs a few rows per token where the dense one costs ``T_t * T_s``. One product per
+    layer, from ``kv_rows``' layer-major rows into layer-major rows: the translator's
+    standardisation then reads them in order instead of striding across layers (with it, 11 ms
+    against 19 ms for SmolLM2's 30 layers at 1024 tokens on the 2-core reference CPU; the same bits).
     """
-    t_s, layers, width = source_rows.shape
+    layers, width = source_rows.shape[1:]
+    per_layer = source_rows.transpose(0, 1).contiguous()  # no copy for kv_rows' rows
     weights = weights.to(device=source_rows.device, dtype=source_rows.dtype)
-    flat = source_rows.reshape(t_s, layers * width)
-    mixed = torch.sparse.mm(weights, flat) if weights.is_sparse else weights @ flat
-    return mixed.reshape(-1, layers, width)
+    if weights.is_sparse:
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": its matmul is what is used here
+            warnings.simplefilter("ignore", UserWarning)
+            weights = weights.to_sparse_csr()
+    mixed = per_layer.new_empty(layers, weights.shape[0], width)
+    for layer in range(layers):
+        torch.mm(weights, per_layer[layer], out=mixed[layer])
+    return mixed.transpose(0, 1)

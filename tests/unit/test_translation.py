@@ -524,6 +524,22 @@ def test_rows_and_caches_convert_both_ways(arch):
     assert all(v.abs().max() == 0 for v in keys_only.values)
 
 
+def test_align_rows_mixes_each_layer_by_the_alignment_and_stores_them_layer_major():
+    """The sparse per-layer product equals the dense one, from rows stored either way, and comes out
+    stored layer-major (what the translator's standardisation reads in order)."""
+    from mot_core.translation.features import align_rows
+
+    rows = torch.randn(6, 4, 10)  # [source tokens, layers, width]
+    weights = torch.zeros(5, 6)
+    weights[0, 0], weights[1, 1:3], weights[2, 3], weights[3, 3:5], weights[4, 5] = 1.0, 0.5, 1.0, 0.5, 1.0
+    expected = torch.einsum("ts,slf->tlf", weights, rows)
+    for stored in (rows, rows.transpose(0, 1).contiguous().transpose(0, 1)):
+        for given in (weights, weights.to_sparse()):
+            mixed = align_rows(stored, given)
+            torch.testing.assert_close(mixed, expected)
+            assert mixed.transpose(0, 1).is_contiguous()
+
+
 def test_value_weight_scales_the_value_part_of_the_row_loss(pair, samples):
     """The row loss is keys' error + value_weight * values' error: linear in the weight."""
     from mot_core.translation.objective import prepare
