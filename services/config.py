@@ -86,6 +86,10 @@ class ServiceConfig(_Strict):
     metrics_port: int = Field(9090, ge=1, le=65535)
     store: StoreConfig = StoreConfig()
     limits: Limits = Limits()
+    # the translator replica runs its matmuls at start for contexts up to this many target tokens
+    # (MixtureTranslator.warm_up_shapes: on a CPU with bfloat16 matmuls the first context of each
+    # size otherwise pays to build kernels); 0: only the short warm-up text
+    warm_up_tokens: int = Field(1024, ge=0)
 
     @model_validator(mode="after")
     def _unique_targets(self) -> ServiceConfig:

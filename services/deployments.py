@@ -151,6 +151,7 @@ class TranslatorDeployment:
             config.store,
             self._fetch_source,
             on_stored=self.metrics.stored,
+            warm_up_tokens=config.warm_up_tokens,
         )
         log.info("translators to %s warmed up in %.2f s", ", ".join(translators), self.metrics.warm_up(self.engine))
 

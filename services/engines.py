@@ -260,22 +260,27 @@ class TranslatorEngine:
         store_config: StoreConfig,
         fetch_source: Callable[[str, str | None], bytes],
         on_stored: Callable[[int], None] = lambda nbytes: None,
+        warm_up_tokens: int = 0,
     ):
-        """``on_stored(nbytes)``: told of each translation this engine stores (a metric)."""
+        """``on_stored(nbytes)``: told of each translation this engine stores (a metric);
+        ``warm_up_tokens``: ``warm_up`` also runs the translators' shapes of contexts up to this size."""
         self.source, self.targets, self.translators = source, targets, translators
         self.store, self.store_config, self.fetch_source = store, store_config, fetch_source
-        self.on_stored = on_stored
+        self.on_stored, self.warm_up_tokens = on_stored, warm_up_tokens
         self._locks = KeyedLocks()
 
     def warm_up(self) -> float:
-        """Seconds to run every translator once on a short text (on a zero source cache), writing
-        nothing: the first request should not pay for first calls (serving weights laid out,
-        allocator pages)."""
+        """Seconds to run every translator once on a short text (on a zero source cache), and at
+        the shapes of contexts up to ``warm_up_tokens`` (``CacheTranslator.warm_up_shapes``),
+        writing nothing: the first request should not pay for first calls (serving weights laid
+        out, allocator pages, kernels built for a new shape)."""
         started = time.perf_counter()
         source_ids = self.source.tokenizer(WARM_UP_TEXT, return_tensors="pt")["input_ids"]
         for name, translator in self.translators.items():
             zeros = _zero_cache(self.source.spec, source_ids, translator.card.source_fingerprint)
             self._run(translator, self.targets[name], zeros, WARM_UP_TEXT)
+            if counts := translator.warm_up_shapes(self.warm_up_tokens):
+                log.info("translator to %s ran %d row counts, contexts to %d tokens", name, counts, self.warm_up_tokens)
         return time.perf_counter() - started
 
     def _run(

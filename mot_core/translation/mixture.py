@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mot_core.translation.context_attention import ContextAttention
-from mot_core.translation.translator import CacheTranslator, TranslatorCard
+from mot_core.translation.translator import CacheTranslator, TranslatorCard, serving_dtype
 
 # Serving on a CPU runs every matmul over a multiple of this many rows: the context's rows, and each
 # expert's group of tokens. A bfloat16 matmul on a CPU builds a oneDNN kernel for each new shape,
@@ -350,6 +350,25 @@ class MixtureTranslator(CacheTranslator):
             rows = aligned.new_zeros(target_layers, seq_len, target_width) if rows is None else rows
             rows = rows.index_put((torch.tensor([0], device=x.device),), first_layer.to(rows.dtype)[None])
         return rows.transpose(0, 1)  # written layer-major (contiguous writes), read as [T, Lt, Ft]
+
+    @torch.no_grad()
+    def warm_up_shapes(self, up_to_tokens: int) -> int:
+        """``inference_rows`` on zeros at every row count (``_serving_rows``) of contexts up to
+        ``up_to_tokens`` tokens, where a new matmul shape builds its bfloat16 kernels (a CPU with
+        bfloat16 matmuls): ~30 ms per new count for each shipped translator, which the first
+        context of each size paid. Zeros send every token to the same experts, so each count also
+        runs the experts' products over that many rows, the shapes of smaller contexts' expert groups."""
+        device = self.source_mean.device
+        if not (routes_experts(device) and serving_dtype(device.type) == torch.bfloat16):
+            return 0
+        counts = range(ROW_BUCKET, _serving_rows(up_to_tokens, device) + 1, ROW_BUCKET)
+        all_positions = self.card.operating_point is not None
+        target_width = self.target_mean.shape[-1]
+        for rows in counts:
+            aligned = self.source_mean.new_zeros(rows, *self.source_mean.shape)
+            first_layer = self.target_mean.new_zeros(rows, target_width) if self.reads_first_layer else None
+            self.inference_rows(aligned, all_positions=all_positions, first_layer=first_layer)
+        return len(counts)
 
     def _extra_inputs(self, source: torch.Tensor, first_layer: torch.Tensor | None) -> list[torch.Tensor]:
         """The inputs of every target layer besides the source mixtures, each ``[T, *]``: the

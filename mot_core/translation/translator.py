@@ -166,6 +166,12 @@ class CacheTranslator(nn.Module):
         """
         raise NotImplementedError
 
+    def warm_up_shapes(self, up_to_tokens: int) -> int:
+        """Run, ahead of any request, the matmul shapes that serving a context of up to
+        ``up_to_tokens`` target tokens meets for the first time; how many row counts were run. A
+        translator whose shapes cost nothing new (this one) runs none."""
+        return 0
+
     @torch.no_grad()
     def inference_rows(
         self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None

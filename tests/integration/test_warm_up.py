@@ -35,6 +35,7 @@ def test_every_replica_warms_up_on_its_own_and_writes_nothing(redis_server, serv
                 store,
                 config,
                 _never,
+                warm_up_tokens=200,  # and its shapes of contexts to 200 tokens, on a CPU with bfloat16 matmuls
             ),
             "target": TargetEngine(
                 TargetSpec(name=target_name), None, store, Limits(), _never, translator_card=translator.card

@@ -890,6 +890,45 @@ def test_serving_rounds_its_matmuls_up_to_repeating_shapes_and_keeps_only_its_ro
     assert shapes and all(rows % mixture.ROW_BUCKET == 0 for rows in shapes)  # every expert's products
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_warm_up_runs_every_serving_row_count_where_a_new_shape_builds_kernels(dtype):
+    """Where the translator serves in bfloat16 on a CPU (each new matmul shape builds kernels),
+    ``warm_up_shapes`` runs every row count a context up to the given size is served with, the
+    experts' products over each of them too; in float32 it runs nothing."""
+    from mot_core.translation import mixture
+    from mot_core.translation.mixture import MixtureTranslator
+    from mot_core.translation.translator import TranslatorCard
+
+    card = TranslatorCard("mixture", "s", "t", "s-fp", "t-fp", recompute_fraction=0.1)
+    config = dict(source_layers=3, source_width=6, target_layers=2, target_width=4, target_windows=[None, 40])
+    translator = MixtureTranslator(card, **config, experts=3, top_k=1, hidden=5)
+    served, expert_rows = [], set()
+    inference_rows, matmul = translator.inference_rows, torch.Tensor.__matmul__
+
+    def recording(aligned, **kwargs):
+        served.append((aligned.shape[0], kwargs["all_positions"]))
+        return inference_rows(aligned, **kwargs)
+
+    def expert_matmul(a, b):
+        if tuple(b.shape) == (6, 5):  # an expert's input map
+            expert_rows.add(a.shape[-2])
+        return matmul(a, b)
+
+    bucket = mixture.ROW_BUCKET
+    with (
+        patch.object(mixture, "serving_dtype", lambda device_type: dtype),
+        patch.object(translator, "inference_rows", recording),
+        patch.object(torch.Tensor, "__matmul__", expert_matmul),
+    ):
+        counts = translator.warm_up_shapes(2 * bucket + 7)
+    if dtype == torch.float32:
+        assert counts == 0 and not served
+        return
+    rows = [bucket, 2 * bucket, 3 * bucket]
+    assert counts == 3 and served == [(n, True) for n in rows]  # all positions: the card has an operating point
+    assert expert_rows == set(rows)
+
+
 def test_a_rerouted_translator_is_the_same_weights_at_another_k(tmp_path):
     """``with_top_k``: what a module built with that k holds and computes, as its own version with
     its parent named; the parent is untouched; a k the experts cannot give is refused."""
