@@ -64,7 +64,7 @@ def bench_translation(
     median over contexts. A few minutes instead of an acceptance run's hours. The ratio depends on
     the machine: a CPU without bfloat16 matmuls runs the translator in float32 and pays more.
     The "first call" column is each context's first translation, as a service translates a new
-    context once (the process's first context builds its kernels: read the median).
+    context once, after the replica's warm-up (the config's warm_up_tokens).
     """
     from mot_core.benchmarks import cpu_name, set_benchmark_threads
     from mot_core.loading import load_model
@@ -95,6 +95,7 @@ def bench_translation(
     )
     for spec in (t for t in service.targets if t.translator):
         translator = load_translator(resolve_translator_path(spec.translator))
+        translator.warm_up_shapes(service.warm_up_tokens)  # as the translator replica does at start
         cost = translation_cost(src, load_model(spec.name), translator, contexts)
         typer.echo(
             f"{Path(spec.name).name:<14} {cost.translator:<26} {cost.operating_point:<18} "
