@@ -15,6 +15,10 @@ from mot_core.cache_ops import first_layer_kv, unrotate
 from mot_core.kv_cache import KVCache
 from mot_core.loading import FirstLayer, LoadedModel
 
+# torch warns once per process that sparse CSR support is in beta; the one part used here is its
+# product with a dense matrix (align_rows), checked against the dense product in the tests
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta", category=UserWarning)
+
 
 def kv_rows(cache: KVCache, spec: ArchSpec) -> torch.Tensor:
     """``[seq_len, num_layers, 2 * kv_heads * head_dim]`` un-rotated K|V of batch item 0, stored
@@ -65,9 +69,7 @@ def align_rows(source_rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor
     per_layer = source_rows.transpose(0, 1).contiguous()  # no copy for kv_rows' rows
     weights = weights.to(device=source_rows.device, dtype=source_rows.dtype)
     if weights.is_sparse:
-        with warnings.catch_warnings():  # "sparse CSR support is in beta": its matmul is what is used here
-            warnings.simplefilter("ignore", UserWarning)
-            weights = weights.to_sparse_csr()
+        weights = weights.to_sparse_csr()
     mixed = per_layer.new_empty(layers, weights.shape[0], width)
     for layer in range(layers):
         torch.mm(weights, per_layer[layer], out=mixed[layer])
