@@ -46,17 +46,10 @@ def _split(keys: torch.Tensor, rope: RopeSpec) -> tuple[torch.Tensor, torch.Tens
     return keys[..., : rope.rotary_dim], keys[..., rope.rotary_dim :]
 
 
-def apply_rope(
-    keys: torch.Tensor,
-    rope: RopeSpec,
-    positions: torch.Tensor,
-    table: Table | None = None,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
+def apply_rope(keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor, table: Table | None = None) -> torch.Tensor:
     """Rotate pre-RoPE ``keys [..., len, head_dim]`` to ``positions`` (what the model caches).
 
-    ``table``: ``cos_sin(rope, positions)``, if the caller already has it; ``out``: where to write
-    the result (keys' shape) instead of a new tensor, without autograd."""
+    ``table``: ``cos_sin(rope, positions)``, if the caller already has it."""
     rot, passthrough = _split(keys, rope)
     cos, sin = table if table is not None else cos_sin(rope, positions)
     if rope.attention_scaling != 1.0:
@@ -64,50 +57,42 @@ def apply_rope(
     cos, sin = cos.to(keys.dtype), sin.to(keys.dtype)
     if _differentiable(keys):
         return _with_passthrough(rot * cos + rotate_half(rot) * sin, passthrough)
-    out = torch.empty(keys.shape, dtype=keys.dtype, device=keys.device) if out is None else out  # contiguous
-    return _rotate_into(out, rot, passthrough, cos, sin, sign=1.0)
+    return _rotated(rot, passthrough, cos, sin, sign=1.0, dtype=keys.dtype)
 
 
 def remove_rope(
-    keys: torch.Tensor,
-    rope: RopeSpec,
-    positions: torch.Tensor,
-    table: Table | None = None,
-    out: torch.Tensor | None = None,
+    keys: torch.Tensor, rope: RopeSpec, positions: torch.Tensor, table: Table | None = None
 ) -> torch.Tensor:
     """Inverse of ``apply_rope``: rotate by the negative angle and undo the attention scaling
-    (``out`` as there; half-precision keys are computed in float32)."""
+    (half-precision keys are computed in float32)."""
     rot, passthrough = _split(keys, rope)
     compute = torch.float32 if keys.dtype in (torch.float16, torch.bfloat16) else keys.dtype
     cos, sin = table if table is not None else cos_sin(rope, positions)
-    if _differentiable(keys):
-        rot32 = rot.to(compute)
-        unrotated = rot32 * cos - rotate_half(rot32) * sin
-        if rope.attention_scaling != 1.0:
-            unrotated = unrotated / rope.attention_scaling
-        return _with_passthrough(unrotated.to(keys.dtype), passthrough)
     if rope.attention_scaling != 1.0:
         cos, sin = cos / rope.attention_scaling, sin / rope.attention_scaling
-    if out is not None:
-        return _rotate_into(out, rot, passthrough, cos, sin, sign=-1.0)
-    unrotated = torch.empty(keys.shape, dtype=compute, device=keys.device)
-    return _rotate_into(unrotated, rot, passthrough, cos, sin, sign=-1.0).to(keys.dtype)
+    if _differentiable(keys):
+        rot32 = rot.to(compute)
+        return _with_passthrough((rot32 * cos - rotate_half(rot32) * sin).to(keys.dtype), passthrough)
+    return _rotated(rot, passthrough, cos, sin, sign=-1.0, dtype=compute).to(keys.dtype)
 
 
 def _differentiable(keys: torch.Tensor) -> bool:
+    """Whether autograd needs the rotation as an expression (``_rotated`` writes into its output)."""
     return torch.is_grad_enabled() and keys.requires_grad
 
 
-def _rotate_into(
-    out: torch.Tensor, rot: torch.Tensor, passthrough: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, sign: float
+def _rotated(
+    rot: torch.Tensor, passthrough: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, sign: float, dtype
 ) -> torch.Tensor:
-    """``rot * cos + sign * rotate_half(rot) * sin``, then ``passthrough``, written into ``out``.
+    """``rot * cos + sign * rotate_half(rot) * sin``, then ``passthrough``, as a new contiguous
+    tensor of ``dtype``.
 
     Half by half with fused multiply-adds: no ``rotate_half`` copy, no temporaries, no concatenation.
     About half the time of the expression (30 SmolLM2 layers' keys at 1024 tokens: 3.5 ms against
     7.2 ms on a 2-core Intel Xeon); equal to it within float rounding.
     """
     half, rotary = rot.shape[-1] // 2, rot.shape[-1]
+    out = torch.empty((*rot.shape[:-1], rotary + passthrough.shape[-1]), dtype=dtype, device=rot.device)
     low, high = rot[..., :half], rot[..., half:]
     torch.mul(low, cos[..., :half], out=out[..., :half]).addcmul_(high, sin[..., :half], value=-sign)
     torch.mul(high, cos[..., half:rotary], out=out[..., half:rotary]).addcmul_(low, sin[..., half:], value=sign)

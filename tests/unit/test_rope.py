@@ -47,8 +47,8 @@ def test_bf16_keys_unrotate_in_float32():
 
 @pytest.mark.parametrize("scaling,rotary_dim", [(1.0, 64), (1.3, 48)])
 def test_serving_rotation_written_in_place_equals_the_differentiable_one(scaling, rotary_dim):
-    """Without autograd the rotation is written half by half into its output (``out``: any view,
-    such as a transposed slice); with it, the plain expression. They must agree."""
+    """Without autograd the rotation is written half by half into a new tensor; with it, the plain
+    expression. They must agree."""
     rope = RopeSpec(1.0 / (1e4 ** (torch.arange(0, rotary_dim, 2).float() / rotary_dim)), scaling, rotary_dim)
     keys = torch.randn(1, 3, 20, 64, requires_grad=True)
     positions = torch.arange(5, 25)
@@ -57,7 +57,4 @@ def test_serving_rotation_written_in_place_equals_the_differentiable_one(scaling
         assert expression.grad_fn is not None
         with torch.no_grad():
             in_place = rope_op(keys, rope, positions)
-            into_view = torch.full((20, 3, 64), float("nan")).transpose(0, 1)[None]
-            assert rope_op(keys, rope, positions, out=into_view) is into_view
         torch.testing.assert_close(in_place, expression.detach(), rtol=0, atol=1e-6)
-        torch.testing.assert_close(into_view, expression.detach(), rtol=0, atol=1e-6)
