@@ -65,6 +65,8 @@ def main() -> None:
         ratios.append(translate_s["op"] / native_s)
     result = {
         "code": str(Path(mot_core.__file__).parents[1]),
+        "corpus": str(args.corpus),
+        "seed": args.seed,
         "target": target.name,
         "translator": card.version,
         "operating_point": None if variant.point is None else variant.point.label,
