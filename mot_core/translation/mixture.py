@@ -359,7 +359,7 @@ class MixtureTranslator(CacheTranslator):
         if not (routes_experts(device) and serving_dtype(device.type) == torch.bfloat16):
             return 0
         counts = range(ROW_BUCKET, _serving_rows(up_to_tokens, device) + 1, ROW_BUCKET)
-        all_positions = self.card.operating_point is not None
+        all_positions = self.serves_all_positions
         target_width = self.target_mean.shape[-1]
         for rows in counts:
             aligned = self.source_mean.new_zeros(rows, *self.source_mean.shape)

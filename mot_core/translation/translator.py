@@ -156,6 +156,12 @@ class CacheTranslator(nn.Module):
         """Whether ``predict_rows`` needs the target's own layer-0 rows (``features.first_layer_rows``)."""
         return False
 
+    @property
+    def serves_all_positions(self) -> bool:
+        """Whether serving translates every position in every layer: the card's operating point has
+        the target recompute part of the context (``recompute.blend``), which reads whole windows."""
+        return self.card.operating_point is not None
+
     def predict_rows(
         self, aligned: torch.Tensor, *, all_positions: bool = False, first_layer: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -199,8 +205,8 @@ class CacheTranslator(nn.Module):
         """Translate ``source_cache`` (of ``text``) into the target's cache space.
 
         ``target_first_layer``: the target (or just its layer 0, ``loading.load_first_layer``), for a
-        translator that ``reads_first_layer``. With ``all_positions`` (default: whether the card has an
-        operating point, ``card.operating_point``), sliding layers hold every position: the target's
+        translator that ``reads_first_layer``. With ``all_positions`` (default:
+        ``serves_all_positions``), sliding layers hold every position: the target's
         recompute (``recompute.blend``) needs them and trims afterwards.
         """
         if self.reads_first_layer and target_first_layer is None:
@@ -219,7 +225,7 @@ class CacheTranslator(nn.Module):
         aligned = align_rows(kv_rows(source_cache, source_spec), alignment.to_sparse())
         device = next(iter(self.state_dict().values())).device
         if all_positions is None:
-            all_positions = self.card.operating_point is not None
+            all_positions = self.serves_all_positions
         target_ids = torch.tensor([alignment.target_ids])
         keep = max(1, target_ids.shape[-1] - self.card.native_tail)
         first_layer = None
